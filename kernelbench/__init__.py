@@ -1,0 +1,10 @@
+"""KernelBench-style evaluation of LLM-written GPU kernels.
+
+The top-level package stays import-light on purpose: an evaluation-only machine (or a Modal
+image) imports ``kernelbench`` without paying for litellm, modal, datasets or transformers.
+"""
+
+__version__ = "0.1.0"
+
+#: Bumped whenever the timing protocol changes in a way that makes old numbers incomparable.
+TIMING_PROTOCOL_VERSION = "kb-timing-1"

@@ -1,0 +1,1 @@
+"""The ``kernelbench`` command: one module per verb, registered in ``main.COMMANDS``."""

@@ -1,0 +1,91 @@
+"""``kernelbench analyze``: fast_p and speedup table for a run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kernelbench.cli.common import add_source_args, level_type
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "analyze", help="score a run directory (fast_p, geometric-mean speedup, pass@k)",
+        description="Score a run directory against a baseline file (or the in-session reference timings).",
+    )
+    p.add_argument("--run-dir", required=True, help="run directory holding eval_results.json")
+    p.add_argument("--baseline", default=None, help="baseline file, e.g. baselines/H100.json")
+    p.add_argument("--gpu", default=None, help="use baselines/<GPU>.json (e.g. H100) when --baseline is not given")
+    p.add_argument("--baselines-dir", default="baselines", help="folder of per-GPU baseline files")
+    p.add_argument("--mode", default="eager", help="baseline mode (eager, compile-default, ...)")
+    p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
+    p.add_argument("--sample-policy", choices=["first", "best"], default="first",
+                   help="which sample scores a problem: sample 0 (greedy, KernelBench) or the best correct one")
+    p.add_argument("--force", action="store_true", help="compare against another GPU's baseline anyway")
+    p.add_argument("--output", "--json-out", dest="output", default=None, help="also write the scores as JSON")
+    add_source_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from kernelbench.baselines import baseline_path_for_gpu, load_baseline
+    from kernelbench.errors import RunDirectoryError
+    from kernelbench.io_utils import atomic_write_json
+    from kernelbench.problems import load_problems
+    from kernelbench.runs import RunDirectory
+    from kernelbench.scoring import FAST_P_THRESHOLDS, check_same_gpu, score_results
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise RunDirectoryError(f"run directory {run_dir} does not exist")
+    rd = RunDirectory(run_dir, level=args.level)
+    if rd.level is None:
+        raise RunDirectoryError(f"cannot tell the level of {run_dir}: no kernels, no run.json; pass --level")
+    if not rd.results_path.exists():
+        raise RunDirectoryError(f"{rd.results_path} does not exist: evaluate the run first (kernelbench evaluate-run)")
+    results = list(rd.load_results().values())
+    info = rd.info()
+    source = info.get("source", args.source) if args.source == "builtin" else args.source
+    problems = load_problems(source, args.path or info.get("source_path"), levels=[rd.level])
+
+    baseline = None
+    if args.baseline or args.gpu:
+        path = Path(args.baseline) if args.baseline else baseline_path_for_gpu(args.gpu, args.baselines_dir)
+        baseline = load_baseline(path, mode=args.mode)
+        check_same_gpu(results, baseline, force=args.force)
+
+    report = score_results(problems, results, baseline, sample_policy=args.sample_policy)
+    score = report.levels[rd.level]
+
+    speed_src = f"baseline {baseline.path} ({baseline.mode})" if baseline else "in-session reference timings"
+    print(f"Run {run_dir} - level {rd.level}, {score.n_problems} problems from {problems.source}")
+    print(f"Speedups against {speed_src}; sample policy: {args.sample_policy}\n")
+    summary = [
+        ["problems with a result", f"{score.n_attempted} / {score.n_problems}"],
+        ["compiled", f"{score.n_compiled} ({score.compile_rate:.1%})"],
+        ["correct", f"{score.n_correct} ({score.correctness_rate:.1%})"],
+        ["geomean speedup (correct)", _fmt(score.geomean_speedup, "x")],
+        ["full-deck geomean speedup", _fmt(score.fulldeck_geomean, "x")],
+    ]
+    for k, v in score.pass_at_k.items():
+        summary.append([f"pass@{k}", f"{v:.3f}"])
+    if score.mean_sol_fraction is not None:
+        summary.append(["mean fraction of speed of light", f"{score.mean_sol_fraction:.1%}"])
+    print(tabulate(summary, tablefmt="simple"))
+    print()
+    print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}"] for p in FAST_P_THRESHOLDS],
+                   headers=["speedup threshold p", "fast_p"], tablefmt="grid"))
+    if args.output:
+        data = {"run_dir": str(run_dir), "level": rd.level, "source": problems.source,
+                "baseline": str(baseline.path) if baseline else None,
+                "baseline_mode": baseline.mode if baseline else None,
+                "sample_policy": args.sample_policy, **report.to_dict()}
+        atomic_write_json(args.output, data)
+        print(f"\nwrote {args.output}")
+    return 0
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    return "n/a" if v is None else f"{v:.3f}{unit}"

@@ -1,0 +1,78 @@
+"""``kernelbench problems list|show``: browse a problem source."""
+
+from __future__ import annotations
+
+import argparse
+
+from kernelbench.cli.common import add_source_args, level_type, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("problems", help="list or show problems from a source",
+                       description="List or show problems from the built-in suite, a KernelBench folder or the dataset.")
+    psub = p.add_subparsers(dest="problems_command", metavar="ACTION", required=True)
+
+    ls = psub.add_parser("list", help="list problems", description="List problems, one per line.")
+    add_source_args(ls)
+    ls.add_argument("--level", type=level_type, nargs="*", default=None, help="only these levels")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=_list)
+
+    sh = psub.add_parser("show", help="print one problem's source", description="Print one problem's source code.")
+    add_source_args(sh)
+    sh.add_argument("--level", type=level_type, required=True)
+    sh.add_argument("--problem-id", type=int, required=True)
+    sh.add_argument("--json", action="store_true", help="machine-readable output")
+    sh.set_defaults(func=_show)
+
+
+def _problem_dict(p, with_code: bool = False) -> dict:
+    d = {"level": p.level, "problem_id": p.problem_id, "name": p.name, "source": p.source, "hash": p.hash,
+         "requirements": list(p.requirements), "key": p.key}
+    if with_code:
+        d["code"] = p.code
+    return d
+
+
+def _missing_requirements(p) -> list[str]:
+    import importlib.util
+
+    return [r for r in p.requirements if importlib.util.find_spec(r) is None]
+
+
+def _list(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from kernelbench.problems import load_problems
+
+    ps = load_problems(args.source, args.path, levels=args.level)
+    if args.level:
+        ps = ps.select(levels=args.level)
+    if args.json:
+        print_json([_problem_dict(p) for p in ps])
+        return 0
+    rows = []
+    for p in ps:
+        missing = _missing_requirements(p)
+        note = f"needs {', '.join(missing)} (not installed)" if missing else ", ".join(p.requirements)
+        rows.append([p.level, p.problem_id, p.name, note])
+    print(tabulate(rows, headers=["level", "id", "name", "requires"]))
+    counts = ", ".join(f"level {lv}: {n}" for lv, n in sorted(ps.count_by_level().items()))
+    print(f"\n{len(ps)} problems from {ps.source} ({counts})")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from kernelbench.problems import load_problems
+
+    ps = load_problems(args.source, args.path, levels=[args.level])
+    p = ps.get(args.level, args.problem_id)
+    if args.json:
+        print_json(_problem_dict(p, with_code=True))
+    else:
+        print(f"# level {p.level} problem {p.problem_id}: {p.name} ({p.source}, hash {p.hash[:12]})")
+        missing = _missing_requirements(p)
+        if missing:
+            print(f"# needs {', '.join(missing)}, which is not installed: pip install 'kernelbench[transformers]'")
+        print(p.code)
+    return 0

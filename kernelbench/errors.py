@@ -1,0 +1,29 @@
+"""Errors the library raises for bad input.
+
+Each carries a one-line message that names the offending thing, so the CLI can print it as is
+and exit non-zero without a traceback.
+"""
+
+
+class KernelBenchError(Exception):
+    """Base class: the message is meant for the user, on one line."""
+
+
+class ProblemNotFoundError(KernelBenchError):
+    pass
+
+
+class ProblemFormatError(KernelBenchError):
+    pass
+
+
+class SourceError(KernelBenchError):
+    """A problem source (directory, dataset) cannot be read."""
+
+
+class BaselineError(KernelBenchError):
+    pass
+
+
+class RunDirectoryError(KernelBenchError):
+    pass

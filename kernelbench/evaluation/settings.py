@@ -1,0 +1,96 @@
+"""What to evaluate and how: a frozen job description, separate from the measurement."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from kernelbench.problems.model import Problem
+from kernelbench.results import BACKENDS, PRECISIONS
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+#: Per precision. fp32 is strict by default; ``kernelbench-v0.1`` reproduces KernelBench's 1e-2.
+TOLERANCES = {
+    "default": {"fp32": Tolerance(1e-4, 1e-4), "fp16": Tolerance(1e-2, 1e-2), "bf16": Tolerance(1e-2, 1e-2)},
+    "kernelbench-v0.1": {"fp32": Tolerance(1e-2, 1e-2), "fp16": Tolerance(1e-2, 1e-2), "bf16": Tolerance(1e-2, 1e-2)},
+}
+TOLERANCE_MODES = tuple(TOLERANCES)
+
+
+def tolerance_for(precision: str, mode: str = "default") -> Tolerance:
+    try:
+        return TOLERANCES[mode][precision]
+    except KeyError:
+        raise ValueError(f"no tolerance for precision {precision!r} in mode {mode!r}") from None
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    backend: str = "cuda"
+    precision: str = "fp32"
+    correctness_trials: int = 5
+    tolerance_mode: str = "default"
+    #: Overrides of the precision's tolerance, when set.
+    atol: float | None = None
+    rtol: float | None = None
+    measure_timing: bool = True
+    #: Wall-clock seconds of timed calls per side (candidate, reference) before stopping.
+    timing_budget_s: float = 2.0
+    #: Stop timing once the relative standard error of both medians is under this.
+    target_rse: float = 0.005
+    min_timing_trials: int = 20
+    max_timing_trials: int = 2000
+    #: Distinct input sets rotated through the timed calls (outputs re-checked for each).
+    timing_input_sets: int = 3
+    #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.
+    device: str | None = None
+    #: Hard limit per stage (import/compile, init, one correctness trial, timing) in seconds.
+    compile_timeout_s: float = 600.0
+    stage_timeout_s: float = 120.0
+    #: Flag speedups above this for review.
+    review_speedup: float = 10.0
+    #: Secret for the per-trial seeds; None draws one from the OS per evaluation.
+    seed_secret: bytes | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
+        if self.tolerance_mode not in TOLERANCES:
+            raise ValueError(f"unknown tolerance mode {self.tolerance_mode!r} (choose from {', '.join(TOLERANCES)})")
+        if self.correctness_trials < 1:
+            raise ValueError("correctness_trials must be at least 1")
+
+    @property
+    def tolerance(self) -> Tolerance:
+        base = tolerance_for(self.precision, self.tolerance_mode)
+        return Tolerance(self.atol if self.atol is not None else base.atol,
+                         self.rtol if self.rtol is not None else base.rtol)
+
+    def with_(self, **changes) -> EvalSettings:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("seed_secret", None)  # never serialised: it would let a candidate predict inputs
+        return d
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """One candidate for one problem. Plain data: it crosses process and machine boundaries."""
+
+    problem: Problem
+    candidate_source: str
+    settings: EvalSettings = field(default_factory=EvalSettings)
+    sample_id: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"level_{self.problem.level}_problem_{self.problem.problem_id}_sample_{self.sample_id}"

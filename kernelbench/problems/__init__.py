@@ -1,0 +1,18 @@
+"""Problems: the Problem/ProblemSet contract and the sources that produce them."""
+
+from kernelbench.problems.model import LEVELS, Problem, ProblemSet, normalized_code_hash, parse_id_spec, problem_key
+from kernelbench.problems.sources import (
+    HF_DATASET_ID,
+    SOURCES,
+    builtin_root,
+    load_builtin,
+    load_directory,
+    load_huggingface,
+    load_problems,
+)
+
+__all__ = [
+    "HF_DATASET_ID", "LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_builtin",
+    "load_directory", "load_huggingface", "load_problems", "normalized_code_hash", "parse_id_spec",
+    "problem_key",
+]

@@ -1,0 +1,201 @@
+"""Problem and ProblemSet: the contract every problem source produces."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from kernelbench.errors import ProblemNotFoundError
+
+LEVELS = (1, 2, 3, 4)
+
+
+def normalized_code_hash(code: str) -> str:
+    """Hash of the code's tokens, so reformatting or re-commenting a problem keeps its identity.
+
+    Comments and all whitespace are dropped; string literals (docstrings included) are kept,
+    because changing a docstring is harmless but changing a literal may change the problem.
+    """
+    parts: list[str] = []
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENCODING, tokenize.ENDMARKER}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type not in skip:
+                parts.append(tok.string)
+        normalized = " ".join(parts)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        # Not valid Python: fall back to a whitespace- and #-comment-insensitive form.
+        no_comments = re.sub(r"#[^\n]*", "", code)
+        normalized = " ".join(no_comments.split())
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def problem_key(level: int, problem_id: int) -> str:
+    """The key that matches results, baselines and submissions to a problem (never position)."""
+    return f"level_{level}_problem_{problem_id}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One KernelBench problem: a ``Model``, ``get_inputs`` and ``get_init_inputs`` in source form."""
+
+    level: int
+    problem_id: int
+    name: str
+    code: str
+    source: str = "builtin"
+    #: Extra packages the problem imports beyond torch (e.g. ``transformers`` for level 4).
+    requirements: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def hash(self) -> str:
+        return normalized_code_hash(self.code)
+
+    @property
+    def key(self) -> str:
+        return problem_key(self.level, self.problem_id)
+
+    @property
+    def filename(self) -> str:
+        """File name as KernelBench writes it; baseline files are keyed by it."""
+        return f"{self.name}.py"
+
+    def __repr__(self) -> str:  # the code is long; keep reprs readable
+        return f"Problem(level={self.level}, problem_id={self.problem_id}, name={self.name!r}, source={self.source!r})"
+
+
+def parse_id_spec(spec: str) -> list[int]:
+    """Parse ``"1,3,5-8"`` into ``[1, 3, 5, 6, 7, 8]``; raise ValueError with the bad part named."""
+    ids: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise ValueError(f"empty id range {part!r}")
+            ids.extend(range(lo, hi + 1))
+        elif part.isdigit():
+            ids.append(int(part))
+        else:
+            raise ValueError(f"bad problem id {part!r} (expected e.g. 3 or 1-10)")
+    return ids
+
+
+class ProblemSet:
+    """An ordered, immutable collection of problems, looked up by (level, id) or by name."""
+
+    def __init__(self, problems: Iterable[Problem], source: str = ""):
+        ordered = sorted(problems, key=lambda p: (p.level, p.problem_id))
+        self._problems: tuple[Problem, ...] = tuple(ordered)
+        self._by_key: dict[tuple[int, int], Problem] = {}
+        for p in self._problems:
+            if (p.level, p.problem_id) in self._by_key:
+                raise ValueError(f"duplicate problem level {p.level} id {p.problem_id} in {source or 'problem set'}")
+            self._by_key[(p.level, p.problem_id)] = p
+        self.source = source
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self._problems)
+
+    def __len__(self) -> int:
+        return len(self._problems)
+
+    def __bool__(self) -> bool:
+        return bool(self._problems)
+
+    def __repr__(self) -> str:
+        return f"ProblemSet({len(self)} problems, levels={self.levels()}, source={self.source!r})"
+
+    def levels(self) -> list[int]:
+        return sorted({p.level for p in self._problems})
+
+    def ids(self, level: int) -> list[int]:
+        return [p.problem_id for p in self._problems if p.level == level]
+
+    def count_by_level(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for p in self._problems:
+            out[p.level] = out.get(p.level, 0) + 1
+        return out
+
+    def get(self, level: int, problem_id: int) -> Problem:
+        try:
+            return self._by_key[(level, problem_id)]
+        except KeyError:
+            if level not in self.levels():
+                raise ProblemNotFoundError(
+                    f"level {level} has no problems in {self.source or 'this problem set'} "
+                    f"(levels available: {', '.join(map(str, self.levels())) or 'none'})"
+                ) from None
+            ids = self.ids(level)
+            raise ProblemNotFoundError(
+                f"no problem with id {problem_id} in level {level} of {self.source or 'this problem set'} "
+                f"(ids {_describe_ids(ids)})"
+            ) from None
+
+    def by_name(self, name: str, level: int | None = None) -> Problem:
+        """Look up by file stem (``19_ReLU``) or by name without the id prefix (``ReLU``)."""
+        stem = name[:-3] if name.endswith(".py") else name
+        matches = [
+            p for p in self._problems
+            if (level is None or p.level == level)
+            and (p.name == stem or p.name.split("_", 1)[-1] == stem)
+        ]
+        if not matches:
+            raise ProblemNotFoundError(f"no problem named {name!r} in {self.source or 'this problem set'}")
+        if len(matches) > 1:
+            where = ", ".join(f"level {p.level} id {p.problem_id}" for p in matches)
+            raise ProblemNotFoundError(f"problem name {name!r} is ambiguous ({where}); give the level too")
+        return matches[0]
+
+    def select(
+        self,
+        levels: Iterable[int] | None = None,
+        ids: Iterable[int] | None = None,
+        id_range: tuple[int, int] | None = None,
+    ) -> ProblemSet:
+        """A subset; an unknown level or an id that no selected level has is an error, not an empty set."""
+        chosen = list(self._problems)
+        if levels is not None:
+            levels = list(levels)
+            for lv in levels:
+                if lv not in self.levels():
+                    raise ProblemNotFoundError(
+                        f"level {lv} has no problems in {self.source or 'this problem set'} "
+                        f"(levels available: {', '.join(map(str, self.levels())) or 'none'})"
+                    )
+            chosen = [p for p in chosen if p.level in levels]
+        if ids is not None:
+            wanted = list(ids)
+            present = {p.problem_id for p in chosen}
+            missing = [i for i in wanted if i not in present]
+            if missing:
+                lv = ", ".join(str(v) for v in sorted({p.level for p in chosen}))
+                raise ProblemNotFoundError(
+                    f"problem id(s) {', '.join(map(str, missing))} not found in level {lv} of "
+                    f"{self.source or 'this problem set'}"
+                )
+            chosen = [p for p in chosen if p.problem_id in set(wanted)]
+        if id_range is not None:
+            lo, hi = id_range
+            chosen = [p for p in chosen if lo <= p.problem_id <= hi]
+            if not chosen:
+                raise ProblemNotFoundError(f"no problems with ids {lo}-{hi} in {self.source or 'this problem set'}")
+        return ProblemSet(chosen, source=self.source)
+
+
+def _describe_ids(ids: list[int]) -> str:
+    if not ids:
+        return "none"
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return f"{ids[0]}-{ids[-1]}"
+    return ", ".join(map(str, ids))

@@ -1,0 +1,268 @@
+"""Typed results of an evaluation: what the evaluator returns and what run directories store.
+
+Failures are records (stage, type, message, trimmed traceback as strings), never exception
+objects or magic numbers such as ``-1.0``: "not measured" is ``None``.
+Timing keeps its raw samples; the statistics are derived from them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+Backend = Literal["cuda", "triton", "torch"]
+Precision = Literal["fp32", "fp16", "bf16"]
+BACKENDS: tuple[str, ...] = ("cuda", "triton", "torch")
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+
+RESULT_SCHEMA_VERSION = 1
+MAX_TRACEBACK_CHARS = 4000
+MAX_MESSAGE_CHARS = 8000
+
+
+class Stage(str, Enum):
+    """Where an evaluation stopped. ``compile`` covers building kernels at import."""
+
+    LOAD = "load"
+    COMPILE = "compile"
+    INIT = "init"
+    RUN = "run"
+    CORRECTNESS = "correctness"
+    TIMING = "timing"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    GUARD = "guard"
+
+
+def trim(text: str | None, limit: int) -> str | None:
+    """Keep the head and tail of long text; the middle of a compiler log is rarely the point."""
+    if text is None or len(text) <= limit:
+        return text
+    head = limit // 2
+    return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-(limit - head):]
+
+
+class StageError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    stage: Stage
+    type: str = Field(description="Exception class name or failure kind, e.g. 'SyntaxError', 'Timeout'.")
+    message: str
+    traceback: str | None = None
+
+    @classmethod
+    def make(cls, stage: Stage, type_: str, message: str, traceback: str | None = None) -> StageError:
+        return cls(stage=stage, type=type_, message=trim(message, MAX_MESSAGE_CHARS) or "",
+                   traceback=trim(traceback, MAX_TRACEBACK_CHARS))
+
+    def one_line(self) -> str:
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{self.stage.value}: {self.type}: {first}"
+
+
+class CorrectnessDetail(BaseModel):
+    trials_run: int = 0
+    trials_passed: int = 0
+    atol: float
+    rtol: float
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    #: Why the first failing trial failed, in words (shape, dtype, values, NaN placement...).
+    first_failure: str | None = None
+    #: Timed outputs re-checked against the reference after timing.
+    timed_outputs_checked: int = 0
+
+
+class TimingStats(BaseModel):
+    """Raw per-call times in milliseconds and the statistics derived from them."""
+
+    samples_ms: list[float]
+    warmup_calls: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n(self) -> int:
+        return len(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def std_ms(self) -> float:
+        return statistics.stdev(self.samples_ms) if self.n > 1 else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def max_ms(self) -> float:
+        return max(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ci95_ms(self) -> tuple[float, float]:
+        """Distribution-free 95% confidence interval of the median (order statistics)."""
+        return median_confidence_interval(self.samples_ms)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rse_median(self) -> float:
+        """Relative standard error of the median, the quantity adaptive stopping drives down."""
+        return relative_standard_error_of_median(self.samples_ms)
+
+
+def median_confidence_interval(samples: list[float], z: float = 1.96) -> tuple[float, float]:
+    xs = sorted(samples)
+    n = len(xs)
+    if n < 3:
+        return (xs[0], xs[-1])
+    half = z * math.sqrt(n) / 2.0
+    lo = max(0, int(math.floor(n / 2.0 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2.0 + half)))
+    return (xs[lo], xs[hi])
+
+
+def relative_standard_error_of_median(samples: list[float]) -> float:
+    """SE(median) / median, estimated from the order-statistic confidence interval.
+
+    The interval width over 2*1.96 estimates the standard error without assuming normal
+    times (GPU timings are skewed); for fewer than 3 samples it is infinite.
+    """
+    if len(samples) < 3:
+        return math.inf
+    lo, hi = median_confidence_interval(samples)
+    med = statistics.median(samples)
+    if med <= 0:
+        return math.inf
+    return (hi - lo) / (2 * 1.96) / med
+
+
+class GuardFinding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    rule: str = Field(description="Stable identifier, e.g. 'side-stream', 'torch-patched'.")
+    severity: Literal["info", "warning", "error"]
+    message: str
+    line: int | None = None
+    origin: Literal["static", "runtime"] = "static"
+
+
+class EnvironmentInfo(BaseModel):
+    device: str = Field(description="'cuda:0' or 'cpu'.")
+    gpu_name: str | None = None
+    gpu_arch: str | None = Field(default=None, description="Compute capability, e.g. '9.0'.")
+    gpu_count: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    timing_protocol: str | None = None
+
+
+class RooflineInfo(BaseModel):
+    """Speed-of-light estimate attached to a result (filled once the roofline module knows the problem)."""
+
+    gpu: str
+    precision: str
+    flops: float
+    min_bytes: float
+    bound_ms: float
+    bound_by: Literal["compute", "memory"]
+    fraction_of_sol: float | None = Field(default=None, description="bound_ms / candidate median.")
+
+
+class KernelResult(BaseModel):
+    """The verdict on one candidate for one problem, JSON-serialisable without loss."""
+
+    schema_version: int = RESULT_SCHEMA_VERSION
+    level: int
+    problem_id: int
+    problem_name: str
+    problem_hash: str | None = None
+    sample_id: int = 0
+    backend: str
+    precision: str = "fp32"
+
+    compiled: bool = False
+    correct: bool = False
+    error: StageError | None = None
+    correctness: CorrectnessDetail | None = None
+
+    runtime: TimingStats | None = Field(default=None, description="Candidate timing, when measured.")
+    ref_runtime: TimingStats | None = Field(default=None, description="Reference timed in the same session.")
+    timing_note: str | None = Field(default=None, description="Why timing was not measured, if it was not.")
+
+    guard_findings: list[GuardFinding] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list, description="Reasons to review this result by hand.")
+    roofline: RooflineInfo | None = None
+    compile_log: str | None = None
+
+    environment: EnvironmentInfo | None = None
+    wall_time_s: float | None = None
+    #: The GPU that actually ran the job when a remote runner chose it (Modal may substitute).
+    runner: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def runtime_ms(self) -> float | None:
+        return self.runtime.median_ms if self.runtime else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ref_runtime_ms(self) -> float | None:
+        return self.ref_runtime.median_ms if self.ref_runtime else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup(self) -> float | None:
+        """Reference median over candidate median, both from the same session; None if either is missing."""
+        if not self.correct or self.runtime is None or self.ref_runtime is None:
+            return None
+        if self.runtime.median_ms <= 0:
+            return None
+        return self.ref_runtime.median_ms / self.runtime.median_ms
+
+    @property
+    def key(self) -> str:
+        return f"level_{self.level}_problem_{self.problem_id}_sample_{self.sample_id}"
+
+    @property
+    def failing_findings(self) -> list[GuardFinding]:
+        return [f for f in self.guard_findings if f.severity == "error"]
+
+    def verdict(self) -> str:
+        """One word for tables: correct / incorrect / compile-failed / error stage."""
+        if self.correct:
+            return "correct"
+        if self.error is not None:
+            return {Stage.COMPILE: "compile-failed", Stage.LOAD: "load-failed"}.get(self.error.stage, self.error.stage.value)
+        return "incorrect"
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> KernelResult:
+        return cls.model_validate_json(text)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelResult:
+        """Our own dumps include computed fields (speedup, medians); validation ignores them."""
+        return cls.model_validate(data)

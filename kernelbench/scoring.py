@@ -1,0 +1,276 @@
+"""The one scoring module: fast_p, geometric-mean speedups, pass@k, per level and overall.
+
+Used by ``kernelbench analyze``, the leaderboard and CI alike, so a number means the same
+thing everywhere. Conventions (see DESIGN.md):
+
+* The denominator is the full problem set of a level; a missing result counts as incorrect.
+* Results are matched to problems and baselines by key (level, problem id), never by position.
+* ``fast_p`` counts problems that are correct *and* strictly faster than ``p``; ``fast_0`` is the
+  correctness rate (a correct kernel whose timing was not measured still counts there).
+* The geometric mean over correct problems uses only correct problems with a measured speedup;
+  the full-deck geometric mean counts every other problem as 1.0 (the user keeps PyTorch).
+* Multi-level totals pool problems, which weights each level by its problem count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from kernelbench.baselines import Baseline
+from kernelbench.errors import BaselineError
+from kernelbench.problems.model import ProblemSet
+from kernelbench.results import KernelResult
+
+FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+PASS_AT_K: tuple[int, ...] = (1, 5, 10)
+SamplePolicy = Literal["first", "best"]
+
+
+@dataclass(frozen=True)
+class ProblemOutcome:
+    """One problem's scored sample: the facts scoring needs and nothing else."""
+
+    level: int
+    problem_id: int
+    compiled: bool
+    correct: bool
+    speedup: float | None = None
+    sol_fraction: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"level_{self.level}_problem_{self.problem_id}"
+
+
+@dataclass(frozen=True)
+class SampleCounts:
+    """Samples per problem and how many were correct, for pass@k."""
+
+    level: int
+    problem_id: int
+    n: int
+    correct: int
+
+
+@dataclass(frozen=True)
+class Score:
+    scope: str
+    n_problems: int
+    n_attempted: int
+    n_compiled: int
+    n_correct: int
+    fast_p: dict[float, float]
+    geomean_speedup: float | None
+    fulldeck_geomean: float
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    mean_sol_fraction: float | None = None
+
+    @property
+    def compile_rate(self) -> float:
+        return self.n_compiled / self.n_problems if self.n_problems else 0.0
+
+    @property
+    def correctness_rate(self) -> float:
+        return self.n_correct / self.n_problems if self.n_problems else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["fast_p"] = {_p_label(p): v for p, v in self.fast_p.items()}
+        d["pass_at_k"] = {f"pass@{k}": v for k, v in self.pass_at_k.items()}
+        d["compile_rate"] = self.compile_rate
+        d["correctness_rate"] = self.correctness_rate
+        return d
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    levels: dict[int, Score]
+    overall: Score
+
+    def to_dict(self) -> dict:
+        return {"levels": {str(k): v.to_dict() for k, v in sorted(self.levels.items())},
+                "overall": self.overall.to_dict()}
+
+
+def _p_label(p: float) -> str:
+    return f"fast_{p:g}"
+
+
+# ---------------------------------------------------------------- primitive metrics
+def fast_p(outcomes: Iterable[ProblemOutcome], n_problems: int, p: float) -> float:
+    if n_problems <= 0:
+        return 0.0
+    if p == 0:
+        hits = sum(1 for o in outcomes if o.correct)
+    else:
+        hits = sum(1 for o in outcomes if o.correct and o.speedup is not None and o.speedup > p)
+    return hits / n_problems
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    if any(v <= 0 or not math.isfinite(v) for v in vals):
+        raise ValueError("geometric mean needs positive, finite values")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), computed stably."""
+    if k <= 0 or n <= 0:
+        raise ValueError("pass@k needs n > 0 and k > 0")
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if not 0 <= c <= n:
+        raise ValueError("correct count must be between 0 and n")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+# ---------------------------------------------------------------- from results
+def canonical_gpu(name: str | None) -> str | None:
+    """'NVIDIA H100 80GB HBM3' -> 'H100'; names without a known family are compared as given."""
+    if not name:
+        return None
+    m = re.search(r"\b(H100|H200|H20|A100|A10G|A10|L40S|L40|L4|B200|B100|GB200|T4|V100|A6000|RTX\s?\d{4})\b",
+                  name, re.IGNORECASE)
+    return m.group(1).upper().replace(" ", "") if m else name.strip()
+
+
+def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: bool = False) -> None:
+    """Refuse to compare timings taken on one GPU type with another's baseline."""
+    if force:
+        return
+    base_gpu = canonical_gpu(baseline.gpu_name)
+    if base_gpu is None:
+        return
+    for r in results:
+        gpu = canonical_gpu(r.environment.gpu_name) if r.environment else None
+        if r.runtime is not None and gpu is not None and gpu != base_gpu:
+            raise BaselineError(
+                f"results were measured on {gpu} but the baseline {baseline.path or ''} is for {base_gpu}; "
+                f"use the baseline for {gpu} or pass --force to compare anyway"
+            )
+
+
+def _choose(samples: list[KernelResult], policy: SamplePolicy, speed: dict[int, float | None]) -> KernelResult:
+    if policy == "first":
+        return min(samples, key=lambda r: r.sample_id)
+    correct = [r for r in samples if r.correct]
+    if not correct:
+        return min(samples, key=lambda r: r.sample_id)
+    return max(correct, key=lambda r: (speed.get(id(r)) or 0.0, -r.sample_id))
+
+
+def outcomes_from_results(
+    problems: ProblemSet,
+    results: Iterable[KernelResult],
+    baseline: Baseline | None = None,
+    sample_policy: SamplePolicy = "first",
+) -> tuple[list[ProblemOutcome], list[SampleCounts]]:
+    """Match results to problems by key and compute each problem's speedup.
+
+    With a baseline the speedup is baseline time over the candidate's median; without one it is
+    the in-session speedup (reference timed interleaved with the candidate). A baseline lacking a
+    problem of the set is an error that names the problem.
+    """
+    by_problem: dict[tuple[int, int], list[KernelResult]] = {}
+    known = {(p.level, p.problem_id) for p in problems}
+    for r in results:
+        if (r.level, r.problem_id) in known:
+            by_problem.setdefault((r.level, r.problem_id), []).append(r)
+
+    baseline_ms: dict[tuple[int, int], float] = {}
+    if baseline is not None:
+        missing = [p for p in problems if baseline.find(p) is None]
+        if missing:
+            names = ", ".join(f"level {p.level} problem {p.problem_id} ({p.filename})" for p in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise BaselineError(f"baseline {baseline.path or ''} has no time for {names}{more}")
+        for p in problems:
+            baseline_ms[(p.level, p.problem_id)] = baseline.require(p).headline_ms
+
+    outcomes, counts = [], []
+    for p in problems:
+        key = (p.level, p.problem_id)
+        samples = by_problem.get(key, [])
+        if not samples:
+            continue
+        speed: dict[int, float | None] = {}
+        for r in samples:
+            if not r.correct:
+                speed[id(r)] = None
+            elif baseline is not None:
+                speed[id(r)] = (baseline_ms[key] / r.runtime_ms) if r.runtime_ms else None
+            else:
+                speed[id(r)] = r.speedup
+        chosen = _choose(samples, sample_policy, speed)
+        sol = chosen.roofline.fraction_of_sol if (chosen.roofline and chosen.correct) else None
+        outcomes.append(ProblemOutcome(p.level, p.problem_id, chosen.compiled, chosen.correct,
+                                       speed[id(chosen)], sol))
+        counts.append(SampleCounts(p.level, p.problem_id, len(samples), sum(1 for r in samples if r.correct)))
+    return outcomes, counts
+
+
+# ---------------------------------------------------------------- aggregate
+def score_outcomes(
+    scope: str,
+    n_problems: int,
+    outcomes: Sequence[ProblemOutcome],
+    counts: Sequence[SampleCounts] = (),
+    ks: Sequence[int] = PASS_AT_K,
+) -> Score:
+    if len({o.key for o in outcomes}) != len(outcomes):
+        raise ValueError("more than one outcome for a problem; pick one sample per problem first")
+    if len(outcomes) > n_problems:
+        raise ValueError(f"{len(outcomes)} outcomes for a set of {n_problems} problems")
+    speedups = [o.speedup for o in outcomes if o.correct and o.speedup is not None]
+    full_deck = speedups + [1.0] * (n_problems - len(speedups))
+    pk: dict[int, float] = {}
+    attempted = [c for c in counts if c.n > 0]
+    if attempted:
+        min_n = min(c.n for c in attempted)
+        for k in ks:
+            if k <= min_n:
+                pk[k] = sum(pass_at_k(c.n, c.correct, k) for c in attempted) / n_problems
+    sols = [o.sol_fraction for o in outcomes if o.sol_fraction is not None]
+    return Score(
+        scope=scope,
+        n_problems=n_problems,
+        n_attempted=len(outcomes),
+        n_compiled=sum(1 for o in outcomes if o.compiled),
+        n_correct=sum(1 for o in outcomes if o.correct),
+        fast_p={p: fast_p(outcomes, n_problems, p) for p in FAST_P_THRESHOLDS},
+        geomean_speedup=geometric_mean(speedups),
+        fulldeck_geomean=geometric_mean(full_deck) if n_problems else 1.0,
+        pass_at_k=pk,
+        mean_sol_fraction=(sum(sols) / len(sols)) if sols else None,
+    )
+
+
+def score_results(
+    problems: ProblemSet,
+    results: Iterable[KernelResult],
+    baseline: Baseline | None = None,
+    sample_policy: SamplePolicy = "first",
+    ks: Sequence[int] = PASS_AT_K,
+) -> ScoreReport:
+    """Per-level scores over the full problem set and the pooled overall score."""
+    outcomes, counts = outcomes_from_results(problems, results, baseline, sample_policy)
+    per_level: dict[int, Score] = {}
+    for level, n in sorted(problems.count_by_level().items()):
+        per_level[level] = score_outcomes(
+            f"level {level}", n, [o for o in outcomes if o.level == level],
+            [c for c in counts if c.level == level], ks,
+        )
+    overall = score_outcomes("overall", len(problems), outcomes, counts, ks)
+    return ScoreReport(levels=per_level, overall=overall)
