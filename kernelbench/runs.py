@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kernelbench.errors import RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
-from kernelbench.results import KernelResult, StageError, Stage, TimingStats
+from kernelbench.results import KernelResult, Stage, StageError, TimingStats
 
 log = logging.getLogger(__name__)
 

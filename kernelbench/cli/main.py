@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernelbench {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for verb, module_name in COMMANDS:
+    for _verb, module_name in COMMANDS:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:

@@ -1,6 +1,13 @@
 """Problems: the Problem/ProblemSet contract and the sources that produce them."""
 
-from kernelbench.problems.model import LEVELS, Problem, ProblemSet, normalized_code_hash, parse_id_spec, problem_key
+from kernelbench.problems.model import (
+    LEVELS,
+    Problem,
+    ProblemSet,
+    normalized_code_hash,
+    parse_id_spec,
+    problem_key,
+)
 from kernelbench.problems.sources import (
     HF_DATASET_ID,
     SOURCES,
