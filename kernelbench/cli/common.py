@@ -42,3 +42,35 @@ def positive_int(value: str) -> int:
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def add_runner_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where to run")
+    g.add_argument("--runner", choices=["local", "modal"], default="local",
+                   help="local: this machine's GPUs (or CPU); modal: Modal cloud GPUs (needs a Modal token)")
+    g.add_argument("--gpu", default="H100", help="GPU type for --runner modal: H100, A100-80GB, L40S, B200")
+
+
+def add_eval_args(p: argparse.ArgumentParser) -> None:
+    from kernelbench.evaluation.settings import TOLERANCE_MODES
+    from kernelbench.results import BACKENDS, PRECISIONS
+
+    g = p.add_argument_group("evaluation")
+    g.add_argument("--backend", choices=BACKENDS, default="cuda", help="what the candidate is written in")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32", help="precision of inputs and weights")
+    g.add_argument("--correctness-trials", type=positive_int, default=5, help="fresh-input correctness trials")
+    g.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
+                   help="default: 1e-4 for fp32, 1e-2 for fp16/bf16; kernelbench-v0.1: 1e-2 everywhere")
+    g.add_argument("--no-timing", action="store_true", help="check correctness only")
+    g.add_argument("--timing-budget", type=float, default=2.0, help="seconds of timed calls per side")
+    g.add_argument("--device", default=None, help="cuda:N or cpu (default: first GPU, else CPU)")
+
+
+def eval_settings_from_args(args: argparse.Namespace):
+    from kernelbench.evaluation.settings import EvalSettings
+
+    return EvalSettings(
+        backend=args.backend, precision=args.precision, correctness_trials=args.correctness_trials,
+        tolerance_mode=args.tolerance_mode, measure_timing=not args.no_timing,
+        timing_budget_s=args.timing_budget, device=args.device,
+    )
