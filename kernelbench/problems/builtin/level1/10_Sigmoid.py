@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+batch_size = 8192
+dim = 16384
+
+
+class Model(nn.Module):
+    """Element-wise logistic sigmoid, 1 / (1 + exp(-x))."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 32768
+
+
+class Model(nn.Module):
+    """Log-softmax over the last dimension of a 2D input."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []
