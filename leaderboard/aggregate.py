@@ -1,0 +1,374 @@
+"""Aggregate submissions and their evaluated results into the ``data/`` files the site is built from.
+
+Every number comes from ``kernelbench.scoring`` (``score_results``, ``outcomes_from_results``,
+``fast_p``), so the board, ``kernelbench analyze`` and CI agree. The output is a pure function of
+the inputs: keys sorted, floats rounded to a fixed number of places, no clock readings, and files
+of entries that disappeared are removed; running it twice gives byte-identical files.
+
+Layout written under ``out_dir``::
+
+    index.json                       entries x GPUs, scores per level and overall, audit status
+    results/<entry>__<GPU>.json      per-problem verdicts, speedups, kernel keys, fast_p curve
+    problems/level<L>_<id>.json      reference source and the best kernels across entries, per GPU
+    kernels/<entry>.json             the ranked kernels' sources, for the entry and problem pages
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from kernelbench.baselines import Baseline, baseline_path_for_gpu, load_baseline
+from kernelbench.io_utils import atomic_write_json
+from kernelbench.problems.model import ProblemSet
+from kernelbench.results import KernelResult
+from kernelbench.scoring import (
+    FAST_P_THRESHOLDS,
+    ProblemOutcome,
+    Score,
+    check_same_gpu,
+    fast_p,
+    outcomes_from_results,
+    score_results,
+)
+from leaderboard.bundle import SEPARATOR, ResultsBundle, read_bundle
+from leaderboard.errors import AggregationError
+from leaderboard.schema import RANKED_SAMPLE, Submission, check_entry_id, entry_id_for, load_submission
+
+log = logging.getLogger(__name__)
+
+DATA_SCHEMA_VERSION = 1
+FLOAT_DIGITS = 6
+#: p values of the fast_p curve drawn on the site (0 to 3 in steps of 0.05).
+CURVE_P: tuple[float, ...] = tuple(round(i * 0.05, 2) for i in range(61))
+AuditStatus = Literal["clean", "flagged", "excluded"]
+MANAGED_DIRS = ("results", "problems", "kernels")
+
+
+class Exclusion(BaseModel):
+    entry: str
+    #: Only this GPU's results; all GPUs when absent.
+    gpu: str | None = None
+    reason: str = Field(min_length=1)
+
+
+class Exclusions(BaseModel):
+    exclusions: list[Exclusion] = Field(default_factory=list)
+
+    def reason_for(self, entry: str, gpu: str) -> str | None:
+        for e in self.exclusions:
+            if e.entry == entry and (e.gpu is None or e.gpu == gpu):
+                return e.reason
+        return None
+
+
+def load_exclusions(path: str | Path | None) -> Exclusions:
+    if path is None or not Path(path).exists():
+        return Exclusions()
+    try:
+        return Exclusions.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise AggregationError(f"exclusions file {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+@dataclass(frozen=True)
+class AggregateConfig:
+    submissions_dir: Path = Path("submissions")
+    evaluations_dir: Path = Path("data/evaluations")
+    baselines_dir: Path = Path("baselines")
+    exclusions_path: Path | None = Path("leaderboard/exclusions.json")
+    out_dir: Path = Path("data")
+    baseline_mode: str = "eager"
+
+
+@dataclass
+class BoardRow:
+    entry: str
+    gpu: str
+    display_name: str
+    rank: int | None
+    status: AuditStatus
+    score: Score
+    speedup_basis: str
+
+
+@dataclass
+class AggregateResult:
+    rows: list[BoardRow] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- helpers
+def _r(x: float | None) -> float | None:
+    """Round for stable, readable output; non-finite values never reach JSON."""
+    if x is None:
+        return None
+    if not math.isfinite(x):
+        raise AggregationError(f"non-finite value {x} in scores")
+    return round(float(x), FLOAT_DIGITS)
+
+
+def _rounded(obj):
+    if isinstance(obj, float):
+        return _r(obj)
+    if isinstance(obj, dict):
+        return {str(k): _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+def score_dict(score: Score) -> dict:
+    d = score.to_dict()
+    d.pop("scope", None)
+    return _rounded(d)
+
+
+def fast_p_curve(outcomes: Sequence[ProblemOutcome], n_problems: int, ps: Iterable[float] = CURVE_P) -> list[float]:
+    return [_r(fast_p(outcomes, n_problems, p)) for p in ps]  # type: ignore[misc]
+
+
+def _load_submissions(directory: Path) -> dict[str, Submission]:
+    subs: dict[str, Submission] = {}
+    if not directory.is_dir():
+        raise AggregationError(f"submissions folder {directory} does not exist")
+    for path in sorted(directory.glob("*.json")):
+        entry = entry_id_for(path)
+        try:
+            check_entry_id(entry)
+        except ValueError as e:
+            raise AggregationError(str(e)) from None
+        subs[entry] = load_submission(path)
+    return subs
+
+
+def _load_bundles(directory: Path, subs: dict[str, Submission]) -> list[ResultsBundle]:
+    if not directory.is_dir():
+        return []
+    bundles = []
+    for path in sorted(directory.glob("*.json")):
+        b = read_bundle(path)
+        expected = f"{b.entry}{SEPARATOR}{b.gpu}.json"
+        if path.name != expected:
+            raise AggregationError(f"results bundle {path} holds {b.entry} on {b.gpu}; name it {expected}")
+        if b.entry not in subs:
+            raise AggregationError(f"results bundle {path} is for entry {b.entry!r}, which has no "
+                                   f"submissions/{b.entry}.json")
+        bundles.append(b)
+    return bundles
+
+
+def _baseline_for(gpu: str, config: AggregateConfig, cache: dict[str, Baseline | None]) -> Baseline | None:
+    if gpu not in cache:
+        path = baseline_path_for_gpu(gpu, config.baselines_dir)
+        cache[gpu] = load_baseline(path, mode=config.baseline_mode) if path.exists() else None
+        if cache[gpu] is None:
+            log.warning("no baseline %s: speedups on %s use the in-session reference timings", path, gpu)
+    return cache[gpu]
+
+
+def _finding_reasons(results: Iterable[KernelResult]) -> list[str]:
+    reasons = []
+    for r in sorted(results, key=lambda r: (r.level, r.problem_id, r.sample_id)):
+        for f in r.guard_findings:
+            if f.severity in ("error", "warning"):
+                reasons.append(f"{r.key}: {f.origin} guard {f.severity} {f.rule}")
+        for flag in r.flags:
+            reasons.append(f"{r.key}: {flag}")
+    return reasons
+
+
+def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome | None,
+                 baseline: Baseline | None, submitted: bool) -> dict:
+    row: dict = {"key": problem.key, "level": problem.level, "problem_id": problem.problem_id,
+                 "name": problem.name, "submitted": submitted,
+                 "kernel_key": f"{problem.key}_sample_{RANKED_SAMPLE}" if submitted else None}
+    entry = baseline.find(problem) if baseline is not None else None
+    row["baseline_ms"] = _r(entry.headline_ms) if entry is not None else None
+    if result is None:
+        row.update(verdict="missing" if not submitted else "not-evaluated", compiled=False, correct=False,
+                   speedup=None, runtime_ms=None, ref_runtime_ms=None, error=None, flags=[], guard=[],
+                   problem_changed=False)
+        return row
+    row.update(
+        verdict=result.verdict(), compiled=result.compiled, correct=result.correct,
+        speedup=_r(outcome.speedup) if outcome is not None else None,
+        runtime_ms=_r(result.runtime_ms), ref_runtime_ms=_r(result.ref_runtime_ms),
+        error=result.error.one_line() if result.error else None,
+        flags=list(result.flags),
+        guard=[{"rule": f.rule, "severity": f.severity, "origin": f.origin, "line": f.line, "message": f.message}
+               for f in result.guard_findings if f.severity in ("error", "warning")],
+        problem_changed=bool(result.problem_hash and result.problem_hash != problem.hash),
+    )
+    return row
+
+
+# ---------------------------------------------------------------- main entry
+def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
+              progress: bool = False) -> AggregateResult:
+    """Recompute every ``data/`` file from submissions, results bundles, baselines and exclusions."""
+    subs = _load_submissions(Path(config.submissions_dir))
+    bundles = _load_bundles(Path(config.evaluations_dir), subs)
+    exclusions = load_exclusions(config.exclusions_path)
+    for ex in exclusions.exclusions:
+        if ex.entry not in subs:
+            log.warning("exclusion for %r matches no submission", ex.entry)
+    out = Path(config.out_dir)
+    result = AggregateResult()
+    baselines: dict[str, Baseline | None] = {}
+    level_counts = problems.count_by_level()
+
+    entries_index: list[dict] = []
+    per_problem: dict[tuple[int, int], dict[str, list[dict]]] = {}
+    files: dict[Path, object] = {}
+
+    iterator: Iterable[ResultsBundle] = bundles
+    if progress and bundles:
+        from tqdm import tqdm
+
+        iterator = tqdm(bundles, desc="aggregating", unit="entry")
+    for bundle in iterator:
+        sub = subs[bundle.entry]
+        ranked = {(k.level, k.problem_id): src for k, src in sub.kernel_items(ranked_only=True)}
+        results = [r for r in bundle.results
+                   if r.sample_id == RANKED_SAMPLE and (r.level, r.problem_id) in ranked]
+        baseline = _baseline_for(bundle.gpu, config, baselines)
+        if baseline is not None:
+            check_same_gpu(results, baseline)
+        report = score_results(problems, results, baseline, sample_policy="first")
+        outcomes, _ = outcomes_from_results(problems, results, baseline, sample_policy="first")
+        by_key = {(o.level, o.problem_id): o for o in outcomes}
+        res_by_key = {(r.level, r.problem_id): r for r in results}
+
+        reasons: list[str] = []
+        excluded = exclusions.reason_for(bundle.entry, bundle.gpu)
+        if bundle.submission_sha256 != sub.sha256():
+            reasons.append("results are for an earlier version of the submission; re-evaluate it")
+        reasons += _finding_reasons(results)
+        rows = [_problem_row(p, res_by_key.get((p.level, p.problem_id)), by_key.get((p.level, p.problem_id)),
+                             baseline, (p.level, p.problem_id) in ranked) for p in problems]
+        changed = [r["key"] for r in rows if r["problem_changed"]]
+        if changed:
+            reasons.append(f"problem(s) changed since evaluation: {', '.join(changed)}")
+        status: AuditStatus = "excluded" if excluded else ("flagged" if reasons else "clean")
+        audit = {"status": status, "reasons": ([f"excluded: {excluded}"] if excluded else []) + reasons}
+
+        curve = {"p": list(CURVE_P), "overall": fast_p_curve(outcomes, len(problems))}
+        for lv, n in sorted(level_counts.items()):
+            curve[f"level{lv}"] = fast_p_curve([o for o in outcomes if o.level == lv], n)
+        speedup_basis = f"baseline {config.baseline_mode}" if baseline is not None else "in-session reference"
+        scores = {"overall": score_dict(report.overall),
+                  "levels": {str(lv): score_dict(s) for lv, s in sorted(report.levels.items())}}
+        meta = _entry_meta(sub)
+        results_file = f"results/{bundle.entry}{SEPARATOR}{bundle.gpu}.json"
+        common = {"entry": bundle.entry, "gpu": bundle.gpu, **meta, "audit": audit, "scores": scores,
+                  "speedup_basis": speedup_basis, "evaluated_on": bundle.evaluated_on, "runner": bundle.runner,
+                  "n_kernels": len(ranked)}
+        files[out / results_file] = {"schema_version": DATA_SCHEMA_VERSION, **common, "problems": rows,
+                                     "fast_p_curve": curve, "problem_source": problems.source}
+        entries_index.append({**common, "results_file": results_file,
+                              "kernels_file": f"kernels/{bundle.entry}.json"})
+        for row in rows:
+            if row["correct"]:
+                per_problem.setdefault((row["level"], row["problem_id"]), {}).setdefault(bundle.gpu, []).append({
+                    "entry": bundle.entry, "display_name": meta["display_name"], "status": status,
+                    "speedup": row["speedup"], "runtime_ms": row["runtime_ms"], "kernel_key": row["kernel_key"],
+                    "backend": meta["backend"],
+                })
+        result.rows.append(BoardRow(bundle.entry, bundle.gpu, meta["display_name"], None, status,
+                                    report.overall, speedup_basis))
+
+    _rank(entries_index, result.rows)
+    evaluated = {b.entry for b in bundles}
+    result.pending = sorted(e for e in subs if e not in evaluated)
+    for entry in sorted(evaluated):
+        files[out / "kernels" / f"{entry}.json"] = {
+            str(k): src for k, src in subs[entry].kernel_items(ranked_only=True)}
+    for p in problems:
+        ranked_lists = {}
+        for gpu, items in sorted(per_problem.get((p.level, p.problem_id), {}).items()):
+            ranked_lists[gpu] = sorted(items, key=lambda it: (it["status"] == "excluded",
+                                                              -(it["speedup"] or 0.0), it["entry"]))
+        files[out / "problems" / f"level{p.level}_{p.problem_id}.json"] = {
+            "schema_version": DATA_SCHEMA_VERSION, "level": p.level, "problem_id": p.problem_id, "name": p.name,
+            "key": p.key, "hash": p.hash, "code": p.code, "best": ranked_lists}
+
+    gpus = sorted({e["gpu"] for e in entries_index})
+    counts = {g: sum(1 for e in entries_index if e["gpu"] == g) for g in gpus}
+    dates = sorted(d for d in (b.evaluated_on for b in bundles) if d)
+    files[out / "index.json"] = {
+        "schema_version": DATA_SCHEMA_VERSION,
+        "problem_source": problems.source,
+        "levels": {str(lv): n for lv, n in sorted(level_counts.items())},
+        "problems": [{"key": p.key, "level": p.level, "problem_id": p.problem_id, "name": p.name} for p in problems],
+        "fast_p_thresholds": list(FAST_P_THRESHOLDS),
+        "gpus": gpus,
+        "default_gpu": _default_gpu(counts),
+        "entries": entries_index,
+        "pending": [{"entry": e, **_entry_meta(subs[e])} for e in result.pending],
+        "last_evaluated": dates[-1] if dates else None,
+    }
+
+    for path, data in sorted(files.items(), key=lambda kv: str(kv[0])):
+        atomic_write_json(path, data, indent=1, sort_keys=True)
+        result.written.append(path)
+    written = set(files)
+    for sub_dir in MANAGED_DIRS:
+        d = out / sub_dir
+        if d.is_dir():
+            for f in sorted(d.glob("*.json")):
+                if f not in written:
+                    f.unlink()
+                    result.removed.append(f)
+    return result
+
+
+def _entry_meta(sub: Submission) -> dict:
+    m = sub.metadata
+    backends = sorted({sub.backend_for(src) for _, src in sub.kernel_items(ranked_only=True)})
+    return {
+        "display_name": m.display_name, "organization": m.organization, "notes": m.notes,
+        "model": m.model.model_dump(mode="json", exclude_none=True) if m.model else None,
+        "date": m.date.isoformat() if m.date else None, "url": m.url,
+        "backend": "+".join(backends) if backends else (m.backend or "cuda"),
+    }
+
+
+def _default_gpu(counts: dict[str, int]) -> str | None:
+    if not counts:
+        return None
+    if "H100" in counts:
+        return "H100"  # the leaderboard's reference GPU (seed 004)
+    return sorted(counts, key=lambda g: (-counts[g], g))[0]
+
+
+def _rank(entries: list[dict], rows: list[BoardRow]) -> None:
+    """Order by GPU, excluded last, full-deck geomean descending; equal scores share a rank."""
+    entries.sort(key=lambda e: (e["gpu"], e["audit"]["status"] == "excluded",
+                                -e["scores"]["overall"]["fulldeck_geomean"], e["entry"]))
+    rank_of: dict[tuple[str, str], int | None] = {}
+    gpu, rank, prev, seen = None, 0, None, 0
+    for e in entries:
+        if e["gpu"] != gpu:
+            gpu, rank, prev, seen = e["gpu"], 0, None, 0
+        if e["audit"]["status"] == "excluded":
+            e["rank"] = None
+        else:
+            seen += 1
+            value = e["scores"]["overall"]["fulldeck_geomean"]
+            if value != prev:
+                rank, prev = seen, value
+            e["rank"] = rank
+        rank_of[(e["entry"], e["gpu"])] = e["rank"]
+    for r in rows:
+        r.rank = rank_of.get((r.entry, r.gpu))
+    rows.sort(key=lambda r: (r.gpu, r.rank is None, r.rank or 0, r.entry))

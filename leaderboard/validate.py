@@ -1,0 +1,403 @@
+"""Validate submission files without executing them, reporting every problem at once.
+
+A contributor fixing a pull request wants the whole list, not the first error; so each check
+records issues and carries on where it still can. The report renders to JSON (for CI) and to a
+Markdown summary short enough for a pull-request comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError, computed_field
+
+from kernelbench.problems.model import ProblemSet
+from leaderboard.jsonio import human_bytes, read_json_document
+from leaderboard.schema import (
+    MAX_FILE_BYTES,
+    MAX_KERNEL_BYTES,
+    RANKED_SAMPLE,
+    Metadata,
+    check_entry_id,
+    defines_model_new,
+    detect_backend,
+    entry_id_for,
+    parse_kernel_key,
+)
+
+log = logging.getLogger(__name__)
+
+Severity = Literal["error", "warning", "info"]
+GuardFn = Callable[[str, str], object]
+#: Per file, this many issues are listed in Markdown; the JSON report keeps all of them.
+MARKDOWN_ISSUE_LIMIT = 60
+
+
+class Issue(BaseModel):
+    severity: Severity
+    #: Stable identifier for tooling, e.g. ``key-format``, ``syntax``, ``guard:side-stream``.
+    code: str
+    message: str
+    key: str | None = Field(default=None, description="The kernel key the issue is about, if any.")
+    line: int | None = None
+
+
+class FileReport(BaseModel):
+    path: str
+    entry: str
+    display_name: str | None = None
+    size_bytes: int = 0
+    sha256: str | None = None
+    n_kernels: int = 0
+    kernels_per_level: dict[str, int] = Field(default_factory=dict)
+    problems_per_level: dict[str, int] = Field(default_factory=dict)
+    #: Problems of the set with no sample-0 kernel, per level ("1": [3, 5, 6]).
+    missing: dict[str, list[int]] = Field(default_factory=dict)
+    backends: dict[str, int] = Field(default_factory=dict)
+    guard_checked: int = 0
+    guard_available: bool = True
+    issues: list[Issue] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n_errors(self) -> int:
+        return sum(1 for i in self.issues if i.severity == "error")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n_warnings(self) -> int:
+        return sum(1 for i in self.issues if i.severity == "warning")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return self.n_errors == 0
+
+    def add(self, severity: Severity, code: str, message: str, key: str | None = None,
+            line: int | None = None) -> None:
+        self.issues.append(Issue(severity=severity, code=code, message=message, key=key, line=line))
+
+
+class ValidationReport(BaseModel):
+    problem_source: str
+    limits: dict[str, int] = Field(default_factory=lambda: {"max_kernel_bytes": MAX_KERNEL_BYTES,
+                                                            "max_file_bytes": MAX_FILE_BYTES})
+    files: list[FileReport] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return all(f.passed for f in self.files)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        return render_markdown(self)
+
+
+# ---------------------------------------------------------------- the static guard, if present
+def load_static_guard() -> GuardFn | None:
+    """``analyze_source`` from the static guard module, or None while it is not installed."""
+    try:
+        from kernelbench.evaluation.guards.static import analyze_source
+    except ImportError as e:
+        log.info("static guard unavailable: %s", e)
+        return None
+    return analyze_source
+
+
+def _run_guard(report: FileReport, guard: GuardFn, key: str, source: str, backend: str) -> None:
+    try:
+        result = guard(source, backend)
+    except Exception as e:  # a guard bug must not hide the rest of the report
+        report.add("warning", "guard-crashed", f"the static guard failed on this kernel: {type(e).__name__}: {e}",
+                   key=key)
+        return
+    report.guard_checked += 1
+    for f in getattr(result, "findings", []):
+        severity = getattr(f, "severity", "info")
+        if severity not in ("error", "warning"):
+            continue
+        report.add(severity, f"guard:{getattr(f, 'rule', 'unknown')}", str(getattr(f, "message", "")),
+                   key=key, line=getattr(f, "line", None))
+
+
+# ---------------------------------------------------------------- checks
+def _check_metadata(report: FileReport, meta: object) -> Metadata | None:
+    if not isinstance(meta, dict):
+        report.add("error", "metadata-type", "'metadata' must be a JSON object with at least display_name")
+        return None
+    try:
+        parsed = Metadata.model_validate(meta)
+    except ValidationError as e:
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            report.add("error", "metadata", f"metadata.{loc}: {err['msg']}")
+        name = meta.get("display_name")
+        report.display_name = name if isinstance(name, str) else None
+        return None
+    report.display_name = parsed.display_name
+    for extra in sorted(parsed.model_extra or {}):
+        report.add("warning", "metadata-unknown-field",
+                   f"metadata.{extra} is not a known field; it is kept but not shown")
+    return parsed
+
+
+def _check_kernel(report: FileReport, key: str, source: object, problems: ProblemSet,
+                  meta_backend: str | None, guard: GuardFn | None, seen: set[tuple[int, int]]) -> None:
+    try:
+        k = parse_kernel_key(key)
+    except ValueError as e:
+        report.add("error", "key-format", str(e), key=key)
+        k = None
+    if k is not None:
+        if k.level not in problems.levels():
+            levels = ", ".join(map(str, problems.levels())) or "none"
+            report.add("error", "unknown-level",
+                       f"level {k.level} is not in the problem set {problems.source} (levels {levels})", key=key)
+        elif k.problem_id not in problems.ids(k.level):
+            ids = problems.ids(k.level)
+            report.add("error", "unknown-problem",
+                       f"level {k.level} has no problem {k.problem_id} in {problems.source} "
+                       f"(ids {_ranges(ids)})", key=key)
+        if k.sample_id != RANKED_SAMPLE:
+            report.add("warning", "extra-sample",
+                       f"only sample {RANKED_SAMPLE} is evaluated and ranked; this kernel is ignored", key=key)
+        elif k.level in problems.levels() and k.problem_id in problems.ids(k.level):
+            seen.add((k.level, k.problem_id))
+            lv = str(k.level)
+            report.kernels_per_level[lv] = report.kernels_per_level.get(lv, 0) + 1
+    if not isinstance(source, str):
+        report.add("error", "kernel-type", f"the kernel must be a string of Python source, got {_json_type(source)}",
+                   key=key)
+        return
+    size = len(source.encode("utf-8"))
+    if size > MAX_KERNEL_BYTES:
+        report.add("error", "kernel-too-large",
+                   f"kernel is {human_bytes(size)}, over the {human_bytes(MAX_KERNEL_BYTES)} limit per kernel", key=key)
+        return
+    if not source.strip():
+        report.add("error", "kernel-empty", "the kernel source is empty", key=key)
+        return
+    try:
+        tree = ast.parse(source, filename=key)
+    except SyntaxError as e:
+        report.add("error", "syntax", f"not valid Python: {e.msg} (line {e.lineno})", key=key, line=e.lineno)
+        return
+    except (ValueError, RecursionError) as e:  # null bytes, absurd nesting
+        report.add("error", "syntax", f"not valid Python: {e}", key=key)
+        return
+    if not defines_model_new(tree):
+        report.add("error", "no-modelnew", "the source does not define ModelNew at module level "
+                   "(class ModelNew(nn.Module): ...)", key=key)
+    detected = detect_backend(source)
+    backend = meta_backend or detected or "cuda"
+    if meta_backend and detected and detected != meta_backend:
+        report.add("warning", "backend-mismatch",
+                   f"metadata.backend is {meta_backend} but this kernel looks like {detected}; "
+                   f"it is evaluated as {meta_backend}", key=key)
+    report.backends[backend] = report.backends.get(backend, 0) + 1
+    if guard is not None and (k is None or k.sample_id == RANKED_SAMPLE):
+        _run_guard(report, guard, key, source, backend)
+
+
+def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None = None,
+                  use_guard: bool = True) -> FileReport:
+    """Check one submission file against ``problems``; never raises for bad content."""
+    path = Path(path)
+    entry = entry_id_for(path)
+    report = FileReport(path=str(path), entry=entry)
+    report.problems_per_level = {str(lv): n for lv, n in problems.count_by_level().items()}
+    if path.suffix != ".json":
+        report.add("error", "file-name", f"{path.name}: a submission file name ends in .json")
+    try:
+        check_entry_id(entry)
+    except ValueError as e:
+        report.add("error", "file-name", str(e))
+
+    doc = read_json_document(path, MAX_FILE_BYTES)
+    report.size_bytes = doc.size_bytes
+    for w in doc.warnings:
+        report.add("warning", "encoding", w)
+    if doc.errors:
+        for err in doc.errors:
+            code = "too-large" if "limit" in err else "encoding" if "UTF-8" in err else "json"
+            if "does not exist" in err or "not a regular file" in err:
+                code = "missing-file"
+            report.add("error", code, err)
+        return report
+    report.sha256 = hashlib.sha256(doc.raw).hexdigest()
+    for dup in doc.duplicate_keys:
+        report.add("error", "duplicate-key", f"key {dup!r} appears more than once; JSON readers would keep only "
+                   f"the last one", key=dup if dup.startswith("level_") else None)
+
+    value = doc.value
+    if not isinstance(value, dict):
+        report.add("error", "top-level-type",
+                   f"a submission is a JSON object with 'metadata' and 'kernels', not {_json_type(value)}")
+        return report
+    for extra in sorted(set(value) - {"metadata", "kernels"}):
+        report.add("warning", "unknown-field", f"top-level field {extra!r} is not part of the format and is ignored")
+    meta = None
+    if "metadata" not in value:
+        report.add("error", "metadata-missing", "'metadata' is missing (it needs at least display_name)")
+    else:
+        meta = _check_metadata(report, value["metadata"])
+    meta_backend = meta.backend if meta else (
+        value["metadata"].get("backend") if isinstance(value.get("metadata"), dict)
+        and value["metadata"].get("backend") in ("cuda", "triton") else None)
+
+    kernels = value.get("kernels")
+    if "kernels" not in value:
+        report.add("error", "kernels-missing", "'kernels' is missing (an object of level_L_problem_P_sample_S keys)")
+        return report
+    if not isinstance(kernels, dict):
+        report.add("error", "kernels-type", f"'kernels' must be an object keyed by kernel key, not {_json_type(kernels)}")
+        return report
+    if not kernels:
+        report.add("error", "kernels-empty", "'kernels' is empty: submit at least one kernel")
+    report.n_kernels = len(kernels)
+
+    if use_guard and guard is None:
+        guard = load_static_guard()
+        if guard is None:
+            report.guard_available = False
+            report.add("warning", "guard-unavailable",
+                       "static guard unavailable (kernelbench.evaluation.guards.static is not installed); "
+                       "kernels were not screened")
+    elif not use_guard:
+        report.guard_available = False
+
+    seen: set[tuple[int, int]] = set()
+    for key in sorted(kernels, key=_natural):
+        _check_kernel(report, key, kernels[key], problems, meta_backend, guard, seen)
+
+    for lv in problems.levels():
+        missing = [pid for pid in problems.ids(lv) if (lv, pid) not in seen]
+        if missing:
+            report.missing[str(lv)] = missing
+            n = len(problems.ids(lv))
+            report.add("warning", "missing-problems",
+                       f"level {lv}: {len(missing)} of {n} problems have no kernel and count as incorrect "
+                       f"({_ranges(missing)})")
+    return report
+
+
+def validate_files(paths: Iterable[str | Path], problems: ProblemSet, use_guard: bool = True,
+                   progress: bool = False) -> ValidationReport:
+    paths = list(paths)
+    guard = load_static_guard() if use_guard else None
+    report = ValidationReport(problem_source=problems.source)
+    iterator: Iterable = paths
+    if progress and len(paths) > 1:
+        from tqdm import tqdm
+
+        iterator = tqdm(paths, desc="validating", unit="file")
+    for p in iterator:
+        report.files.append(validate_file(p, problems, guard=guard, use_guard=use_guard))
+    return report
+
+
+# ---------------------------------------------------------------- rendering
+def _json_type(v: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _natural(key: str) -> tuple:
+    try:
+        k = parse_kernel_key(key)
+        return (0, k.level, k.problem_id, k.sample_id, "")
+    except ValueError:
+        return (1, 0, 0, 0, key)
+
+
+def _ranges(ids: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5'."""
+    if not ids:
+        return "none"
+    ids = sorted(ids)
+    parts, start, prev = [], ids[0], ids[0]
+    for i in ids[1:] + [None]:  # type: ignore[list-item]
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(parts)
+
+
+_MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]|~!"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;",
+                                                                   "\n": " ", "\r": " "})
+
+
+def md_escape(text: str) -> str:
+    """Make untrusted text inert in a GitHub comment (no markup, no HTML, no mentions that ping)."""
+    return text.translate(_MD_SPECIAL).replace("@", "@\u200b")
+
+
+def md_code(text: str) -> str:
+    """A code span: backslash escapes do not work inside one, so backticks and newlines are replaced
+    (``\\|`` is the table-level escape GitHub applies before code spans)."""
+    clean = text.replace("`", "'").replace("\n", " ").replace("\r", " ").replace("|", "\\|")
+    return "`" + clean + "`"
+
+
+def render_markdown(report: ValidationReport) -> str:
+    n_err = sum(f.n_errors for f in report.files)
+    n_warn = sum(f.n_warnings for f in report.files)
+    head = "passed" if report.passed else f"failed with {n_err} error{'s' if n_err != 1 else ''}"
+    mark = "✅" if report.passed else "❌"
+    lines = [f"## {mark} KernelBench submission check {head}", ""]
+    lines.append(f"Problem set: {md_code(report.problem_source)} · {len(report.files)} file(s) · "
+                 f"{n_err} error(s), {n_warn} warning(s). Limits: {human_bytes(report.limits['max_kernel_bytes'])} "
+                 f"per kernel, {human_bytes(report.limits['max_file_bytes'])} per file.")
+    lines.append("")
+    levels = sorted({lv for f in report.files for lv in f.problems_per_level}, key=int)
+    header = ["File", "Display name", "Kernels", *[f"Level {lv}" for lv in levels], "Errors", "Warnings"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for f in report.files:
+        cells = [md_code(Path(f.path).name), md_escape(f.display_name or "—"), str(f.n_kernels)]
+        for lv in levels:
+            cells.append(f"{f.kernels_per_level.get(lv, 0)}/{f.problems_per_level.get(lv, 0)}")
+        cells += [str(f.n_errors), str(f.n_warnings)]
+        lines.append("| " + " | ".join(cells) + " |")
+    for f in report.files:
+        lines += ["", f"### {'✅' if f.passed else '❌'} {md_code(f.path)}", ""]
+        errors = [i for i in f.issues if i.severity == "error"]
+        warnings = [i for i in f.issues if i.severity == "warning" and i.code != "missing-problems"]
+        for title, items in (("Errors", errors), ("Warnings", warnings)):
+            if not items:
+                continue
+            lines.append(f"**{title}** ({len(items)})")
+            lines.append("")
+            for i in items[:MARKDOWN_ISSUE_LIMIT]:
+                where = md_code(i.key) if i.key else ""
+                line = f" line {i.line}" if i.line else ""
+                lines.append(f"- {where}{line}{': ' if where or line else ''}{md_escape(i.message)} "
+                             f"<sub>{md_escape(i.code)}</sub>")
+            if len(items) > MARKDOWN_ISSUE_LIMIT:
+                lines.append(f"- … and {len(items) - MARKDOWN_ISSUE_LIMIT} more (see the JSON report)")
+            lines.append("")
+        if f.missing:
+            lines.append("**Missing problems** (they count as incorrect):")
+            lines.append("")
+            for lv, ids in sorted(f.missing.items(), key=lambda kv: int(kv[0])):
+                lines.append(f"- level {lv}: {len(ids)} of {f.problems_per_level.get(lv, '?')} — {_ranges(ids)}")
+            lines.append("")
+        if f.guard_available and f.guard_checked:
+            n_guard = sum(1 for i in f.issues if i.code.startswith("guard:"))
+            lines.append(f"Static guard: {f.guard_checked} kernel(s) screened, {n_guard} finding(s) reported above.")
+        else:
+            lines.append("Static guard: not run.")
+        if f.backends:
+            lines.append("Backends: " + ", ".join(f"{b} × {n}" for b, n in sorted(f.backends.items())) + ".")
+    return "\n".join(lines).rstrip() + "\n"
