@@ -1,0 +1,305 @@
+"""What the ``modal run`` entry points do, as plain functions that take a runner.
+
+``app.py`` parses options and prints; everything here returns data, so the same code runs with
+a real Modal function inside ``modal run`` and with an in-process stand-in in the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelbench.errors import BaselineError, KernelBenchError, RunDirectoryError
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.io_utils import atomic_write_json, atomic_write_text
+from kernelbench.problems.model import Problem, ProblemSet
+from kernelbench.results import KernelResult
+from kernelbench.runners.modal_runner import ModalRunner, is_remote_failure
+
+log = logging.getLogger(__name__)
+
+
+def make_settings(backend: str = "cuda", precision: str = "fp32", correctness_trials: int = 5,
+                  tolerance_mode: str = "default", timing: bool = True, timing_budget: float = 2.0) -> EvalSettings:
+    try:
+        return EvalSettings(backend=backend, precision=precision, correctness_trials=correctness_trials,
+                            tolerance_mode=tolerance_mode, measure_timing=timing, timing_budget_s=timing_budget)
+    except ValueError as e:
+        raise KernelBenchError(str(e)) from None
+
+
+def load_problem_set(source: str, path: str | None, levels: Sequence[int] | None = None) -> ProblemSet:
+    from kernelbench.problems import load_problems
+
+    return load_problems(source, path or None, levels=levels)
+
+
+def parse_levels(spec: str) -> list[int]:
+    """``"1,2"`` -> [1, 2]; a bad level is named in the error."""
+    from kernelbench.problems import LEVELS
+
+    levels = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) not in LEVELS:
+            raise KernelBenchError(f"bad level {part!r} in --levels (levels are {', '.join(map(str, LEVELS))})")
+        levels.append(int(part))
+    if not levels:
+        raise KernelBenchError("--levels is empty (e.g. --levels 1,2)")
+    return sorted(set(levels))
+
+
+# ---------------------------------------------------------------------------------------------
+# One kernel
+
+
+def evaluate_kernel_file(kernel_file: str | Path, problem: Problem, settings: EvalSettings, runner: ModalRunner,
+                         sample_id: int = 0, output: str | Path | None = None) -> KernelResult:
+    path = Path(kernel_file)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KernelBenchError(f"kernel file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KernelBenchError(f"cannot read kernel file {path}: {e}") from None
+    job = EvalJob(problem=problem, candidate_source=source, settings=settings, sample_id=sample_id)
+    (result,) = runner.run([job], progress=False)
+    if output:
+        atomic_write_text(output, result.to_json() + "\n")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# A run directory
+
+
+@dataclass
+class RunEvaluation:
+    run_dir: Path
+    level: int
+    results: list[KernelResult]
+    n_evaluated: int
+    n_reused: int
+
+
+def evaluate_run_dir(run_dir: str | Path, problems: ProblemSet, settings: EvalSettings, runner: ModalRunner,
+                     level: int | None = None, progress: bool = True) -> RunEvaluation:
+    """Evaluate every kernel of a run that has no result yet, writing each result as it arrives.
+
+    Results that stand for a Modal infrastructure failure (``RemoteError``) count as missing, so
+    running the command again retries exactly the jobs that did not get a verdict.
+    """
+    from kernelbench.runs import RunDirectory
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunDirectoryError(f"run directory {path} does not exist")
+    rd = RunDirectory(path, level=level)
+    kernels = rd.kernels()
+    if not kernels:
+        raise RunDirectoryError(f"{path} holds no level_<L>_problem_<P>_sample_<S>_kernel.py files")
+    if rd.level is None:
+        raise RunDirectoryError(f"cannot tell the level of {path}; pass --level")
+    have = rd.load_results()
+    jobs, reused = [], 0
+    for k in kernels:
+        old = have.get((k.problem_id, k.sample_id))
+        if old is not None and not is_remote_failure(old):
+            reused += 1
+            continue
+        problem = problems.get(k.level, k.problem_id)
+        jobs.append(EvalJob(problem=problem, candidate_source=k.read(), settings=settings, sample_id=k.sample_id))
+    log.info("%s: %d kernel(s) to evaluate, %d already have results", path, len(jobs), reused)
+    if jobs:
+        runner.run(jobs, on_result=lambda _i, r: rd.save_result(r), progress=progress)
+    final = rd.load_results()
+    results = [final[(k.problem_id, k.sample_id)] for k in kernels if (k.problem_id, k.sample_id) in final]
+    return RunEvaluation(run_dir=path, level=rd.level, results=results, n_evaluated=len(jobs), n_reused=reused)
+
+
+def run_level(run_dir: str | Path, level: int | None = None) -> int:
+    """The run's level: given, recorded in run.json, or read off its kernel file names."""
+    from kernelbench.runs import RunDirectory
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunDirectoryError(f"run directory {path} does not exist")
+    rd = RunDirectory(path, level=level)
+    if rd.level is None:
+        raise RunDirectoryError(f"cannot tell the level of {path} (no kernels, no run.json); pass --level")
+    return rd.level
+
+
+def run_backend(run_dir: str | Path, default: str = "cuda") -> str:
+    """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``."""
+    info_path = Path(run_dir) / "run.json"
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return default
+    backend = info.get("backend") if isinstance(info, dict) else None
+    return backend if isinstance(backend, str) and backend else default
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines
+
+
+@dataclass
+class BaselineRun:
+    path: Path
+    n_measured: int
+    n_reused: int
+    failures: list[str] = field(default_factory=list)
+    gpu_names: set[str] = field(default_factory=set)
+
+
+def _level_block(data: dict, mode: str, level: int) -> dict:
+    from kernelbench.baselines import EAGER
+
+    holder = data if mode == EAGER else data.setdefault("modes", {}).setdefault(mode, {})
+    return holder.setdefault(f"level{level}", {})
+
+
+def _has_all_modes(data: dict, problem: Problem, modes: Sequence[str]) -> bool:
+    from kernelbench.baselines import EAGER
+
+    for mode in modes:
+        holder = data if mode == EAGER else (data.get("modes") or {}).get(mode) or {}
+        if problem.filename not in (holder.get(f"level{problem.level}") or {}):
+            return False
+    return True
+
+
+def _sorted_baseline(data: dict) -> dict:
+    """Levels and problem files in a stable order, so re-measuring gives small diffs."""
+    def sort_levels(block: dict) -> dict:
+        out = {}
+        for key in sorted(block, key=lambda k: (not k.startswith("level"), k)):
+            value = block[key]
+            if key.startswith("level") and isinstance(value, dict):
+                value = dict(sorted(value.items(), key=lambda kv: (int(kv[0].split("_")[0])
+                                                                    if kv[0].split("_")[0].isdigit() else 10**9,
+                                                                    kv[0])))
+            out[key] = value
+        return out
+
+    out = sort_levels({k: v for k, v in data.items() if k not in ("modes", "environment")})
+    if data.get("modes"):
+        out["modes"] = {mode: sort_levels(block) for mode, block in sorted(data["modes"].items())}
+    if "environment" in data:
+        out["environment"] = data["environment"]
+    return out
+
+
+def measure_baselines(problems: ProblemSet, modes: Sequence[str], settings: EvalSettings, runner: ModalRunner,
+                      output: str | Path, resume: bool = True, progress: bool = True) -> BaselineRun:
+    """Measure each problem's reference on the runner's GPU and write a baseline file as results arrive.
+
+    With ``resume``, problems already in ``output`` for every requested mode are skipped, and new
+    times are merged in; the file must then be from the same GPU type.
+    """
+    from kernelbench.baselines import BASELINE_MODES, parse_baseline
+    from kernelbench.scoring import canonical_gpu
+
+    bad = [m for m in modes if m not in BASELINE_MODES]
+    if bad:
+        raise BaselineError(f"unknown baseline mode(s) {', '.join(bad)} (choose from {', '.join(BASELINE_MODES)})")
+    out_path = Path(output)
+    data: dict[str, Any] = {}
+    if resume and out_path.exists():
+        try:
+            data = json.loads(out_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise BaselineError(f"cannot resume from {out_path}: {e} (move it away or pass --no-resume)") from None
+        if not isinstance(data, dict):
+            raise BaselineError(f"cannot resume from {out_path}: not a baseline file")
+        old_gpu = canonical_gpu((data.get("environment") or {}).get("gpu_name"))
+        if old_gpu is not None and old_gpu != canonical_gpu(runner.gpu):
+            raise BaselineError(f"{out_path} holds {old_gpu} times; measuring {runner.gpu} into it would mix GPUs "
+                                "(choose another --output or pass --no-resume)")
+
+    todo = [p for p in problems if not _has_all_modes(data, p, modes)]
+    result = BaselineRun(path=out_path, n_measured=0, n_reused=len(problems) - len(todo))
+
+    def on_result(index: int, out: dict) -> None:
+        problem = todo[index]
+        if out.get("error"):
+            result.failures.append(f"{problem.key}: {out['error']}")
+            return
+        for mode, entry in (out.get("entries") or {}).items():
+            _level_block(data, mode, problem.level)[problem.filename] = entry
+        env = out.get("environment") or {}
+        if env.get("gpu_name"):
+            result.gpu_names.add(env["gpu_name"])
+        data["environment"] = env
+        result.n_measured += 1
+        atomic_write_json(out_path, _sorted_baseline(data))
+
+    if todo:
+        outs = runner.measure_baselines(todo, modes, settings, on_result=on_result, progress=progress)
+        for problem, out in zip(todo, outs, strict=True):
+            if out is None:
+                result.failures.append(f"{problem.key}: Modal could not run this problem")
+    if len({canonical_gpu(n) for n in result.gpu_names}) > 1:
+        log.warning("baselines were measured on several GPU types: %s", ", ".join(sorted(result.gpu_names)))
+    if data:
+        for mode in modes:
+            try:
+                parse_baseline(data, mode=mode, where=str(out_path))
+            except BaselineError:
+                if result.n_measured or result.n_reused:
+                    raise
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Submissions
+
+
+def evaluate_submission_file(submission: str | Path, problems: ProblemSet, settings: EvalSettings,
+                             runner: ModalRunner, runs_dir: str | Path = "runs",
+                             results_dir: str | Path | None = "data/evaluations", entry: str | None = None,
+                             progress: bool = True):
+    """Evaluate a leaderboard submission through the leaderboard's own pipeline, on this runner."""
+    from leaderboard.evaluate import evaluate_submission
+
+    return evaluate_submission(submission, problems, settings, runs_dir=runs_dir, results_dir=results_dir,
+                               runner_name="modal", gpu=runner.gpu, runner=runner, entry=entry, progress=progress)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def results_table(results: Sequence[KernelResult]) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for r in sorted(results, key=lambda r: (r.level, r.problem_id, r.sample_id)):
+        gpu = r.environment.gpu_name if r.environment and r.environment.gpu_name else "-"
+        rows.append([r.key, r.verdict(), _fmt(r.runtime_ms), _fmt(r.ref_runtime_ms),
+                     f"{r.speedup:.3f}x" if r.speedup is not None else "-", gpu,
+                     r.error.one_line()[:70] if r.error else ""])
+    return tabulate(rows, headers=["kernel", "verdict", "ms", "ref ms", "speedup", "GPU", "error"])
+
+
+def results_summary(results: Sequence[KernelResult]) -> str:
+    n = len(results)
+    compiled = sum(r.compiled for r in results)
+    correct = sum(r.correct for r in results)
+    remote = sum(is_remote_failure(r) for r in results)
+    text = f"{n} kernel(s): {compiled} compiled, {correct} correct"
+    if remote:
+        text += f", {remote} not run (Modal failures; run again to retry them)"
+    return text
+
+
+def _fmt(ms: float | None) -> str:
+    return f"{ms:.4f}" if ms is not None else "-"

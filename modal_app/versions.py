@@ -1,0 +1,77 @@
+"""Every version the Modal image pins, and the GPU table, in one place.
+
+These are the versions the GPU test suite runs with (torch 2.11 + CUDA 13.0 on Python 3.12), so a
+result from Modal and a result from the lead's GPU machine come from the same software. Change a
+pin here and nowhere else; ``tests/test_modal_app.py`` checks the image recipe against this file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PYTHON_VERSION = "3.12"
+#: NVIDIA's CUDA devel image: nvcc and headers for ``load_inline`` builds, matching torch's CUDA 13.0.
+CUDA_VERSION = "13.0"
+CUDA_BASE_IMAGE = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+
+TORCH_VERSION = "2.11.0"
+TORCH_CUDA_TAG = "cu130"
+TORCH_INDEX_URL = f"https://download.pytorch.org/whl/{TORCH_CUDA_TAG}"
+TRITON_VERSION = "3.6.0"
+
+#: The evaluator's own dependencies (pyproject ``dependencies`` minus torch and triton), pinned.
+EVAL_PIP_PINS: tuple[str, ...] = (
+    "numpy==2.4.6",
+    "pydantic==2.14.3",
+    "jinja2==3.1.6",
+    "tabulate==0.10.0",
+    "tqdm==4.70.1",
+    "ninja==1.13.2",  # torch.utils.cpp_extension builds with ninja
+)
+APT_PACKAGES: tuple[str, ...] = ("build-essential", "ninja-build")
+
+#: Where the compile-cache Volume is mounted in every GPU container.
+CACHE_MOUNT = "/cache"
+CACHE_VOLUME_NAME = "kernelbench-compile-cache"
+
+#: Seconds one evaluation may take in total. The evaluator enforces its own, shorter limits per
+#: stage (compile 600 s, others 120 s); this is only the backstop for a harness that hangs.
+EVALUATE_TIMEOUT_S = 45 * 60
+BASELINES_TIMEOUT_S = 45 * 60
+#: Pulling a ~10 GB CUDA image onto a fresh machine is slow.
+STARTUP_TIMEOUT_S = 20 * 60
+#: Retries are for infrastructure (preempted or crashed containers, a GPU found broken before the
+#: job ran). A kernel that fails never raises, so Modal never retries it.
+MAX_RETRIES = 2
+RETRY_INITIAL_DELAY_S = 10.0
+CPU_CORES = 8.0  # nvcc and ninja build in parallel
+MEMORY_MIB = 32768
+SCALEDOWN_WINDOW_S = 120
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU type: its name in kernelbench, the string Modal schedules, and the build target."""
+
+    name: str
+    modal_gpu: str
+    cuda_arch: str
+
+    @property
+    def slug(self) -> str:
+        return self.name.lower().replace("-", "_")
+
+
+#: ``H100!`` stops Modal from silently upgrading an H100 request to an H200: baselines are per GPU
+#: type, so an upgraded container would time kernels on a different chip than the baseline file.
+GPUS: dict[str, GpuSpec] = {
+    "H100": GpuSpec("H100", "H100!", "9.0"),
+    "A100-80GB": GpuSpec("A100-80GB", "A100-80GB", "8.0"),
+    "L40S": GpuSpec("L40S", "L40S", "8.9"),
+    "B200": GpuSpec("B200", "B200", "10.0"),
+}
+
+
+def pip_pins() -> tuple[str, ...]:
+    """torch and triton first (from PyTorch's CUDA 13.0 index), then the rest."""
+    return (f"torch=={TORCH_VERSION}+{TORCH_CUDA_TAG}", f"triton=={TRITON_VERSION}", *EVAL_PIP_PINS)

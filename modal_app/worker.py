@@ -1,0 +1,265 @@
+"""What a GPU container does with one input: decode it, call kernelbench, encode the answer.
+
+No evaluation logic lives here: :func:`evaluate_payload` hands the job to
+``kernelbench.evaluation.evaluate`` (the entry point the local runner uses) and
+:func:`baselines_payload` to ``kernelbench.baselines.measure_problem``. Around those calls it
+does the container's housekeeping: keep the compile-cache Volume in sync, retire a container
+whose GPU went bad, and note which GPU actually ran the job.
+
+Nothing here imports ``modal`` at module level, so the functions run (and are tested) anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import platform
+import subprocess
+import traceback
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from kernelbench.evaluation.settings import EvalJob
+from kernelbench.results import EnvironmentInfo, KernelResult, Stage, StageError
+from kernelbench.runners.modal_runner import (
+    WIRE_VERSION,
+    baseline_request_from_wire,
+    describe_exception,
+    job_from_wire,
+    result_to_wire,
+)
+from modal_app.health import retire_decision
+
+log = logging.getLogger(__name__)
+
+Evaluate = Callable[[EvalJob], KernelResult]
+Probe = Callable[[], bool]
+
+
+class GpuUnhealthyError(RuntimeError):
+    """Raised (so that Modal retries the input elsewhere) when the GPU failed before the job could run."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Container facts
+
+
+def in_modal_container() -> bool:
+    try:
+        import modal
+    except ImportError:
+        return False
+    return not modal.is_local()
+
+
+def stop_fetching_inputs() -> None:
+    """Finish the current input, then let this container exit; a no-op outside Modal."""
+    if not in_modal_container():
+        log.info("not in a Modal container: nothing to retire")
+        return
+    import modal.experimental
+
+    modal.experimental.stop_fetching_inputs()
+
+
+def container_gpu_name(timeout_s: float = 30.0) -> str | None:
+    """The GPU this container got, as the driver names it (Modal may substitute a type)."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return None
+    return proc.stdout.strip().splitlines()[0].strip() or None
+
+
+def _driver_version(timeout_s: float = 30.0) -> str | None:
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip().splitlines()[0].strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def runtime_environment(gpu_name: str | None = None) -> dict[str, Any]:
+    """The ``environment`` block of a baseline file, from the container that measured it."""
+    from kernelbench import TIMING_PROTOCOL_VERSION
+
+    cuda = None
+    try:
+        import torch  # noqa: PLC0415 - only where torch is installed anyway
+
+        cuda = torch.version.cuda
+    except ImportError:
+        pass
+    return {
+        "gpu_name": gpu_name or container_gpu_name(),
+        "driver": _driver_version(),
+        "cuda": cuda,
+        "torch": _dist_version("torch"),
+        "triton": _dist_version("triton"),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "timing_protocol": TIMING_PROTOCOL_VERSION,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile cache
+
+
+class CacheSync:
+    """Keep the compile-cache Volume in step with other containers.
+
+    Before a job, reload the Volume (to see builds other containers committed); after it, commit
+    if new entries appeared under any cache root. Builds are published by rename into
+    ``<root>/<content key>/``, so a commit never captures half a build, and two containers that
+    build the same key write identical content.
+    """
+
+    def __init__(self, roots: Iterable[str | Path], reload: Callable[[], None] | None = None,
+                 commit: Callable[[], None] | None = None):
+        self.roots = [Path(r) for r in roots]
+        self._reload = reload
+        self._commit = commit
+
+    def snapshot(self) -> frozenset[str]:
+        names: set[str] = set()
+        for root in self.roots:
+            try:
+                names.update(f"{root}/{entry.name}" for entry in root.iterdir())
+            except OSError:
+                continue
+        return frozenset(names)
+
+    def before(self) -> frozenset[str]:
+        if self._reload is not None:
+            try:
+                self._reload()
+            except Exception as e:  # open files, transient API errors: a stale cache is only slower
+                log.warning("could not reload the compile cache: %s", describe_exception(e))
+        return self.snapshot()
+
+    def after(self, before: frozenset[str]) -> bool:
+        """Commit when something new appeared; True when a commit was made."""
+        new = self.snapshot() - before
+        if not new or self._commit is None:
+            return False
+        try:
+            self._commit()
+        except Exception as e:
+            log.warning("could not commit %d new cache entries: %s", len(new), describe_exception(e))
+            return False
+        log.info("committed %d new compile-cache entries", len(new))
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The bodies of the GPU functions
+
+
+def _default_evaluate(job: EvalJob) -> KernelResult:
+    from kernelbench.evaluation import evaluate
+
+    return evaluate(job)
+
+
+def harness_failure(job: EvalJob, exc: BaseException) -> KernelResult:
+    """The evaluator itself raised: record it as this job's crash (a retry would raise again)."""
+    p = job.problem
+    return KernelResult(
+        level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
+        sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
+        error=StageError.make(Stage.CRASH, type(exc).__name__, f"evaluator raised: {exc}",
+                              "".join(traceback.format_exception(exc))),
+    )
+
+
+def evaluate_payload(payload: dict[str, Any], *, gpu: str, evaluate_fn: Evaluate | None = None,
+                     probe: Probe | None = None, stop: Callable[[], None] | None = None,
+                     cache: CacheSync | None = None) -> dict[str, Any]:
+    """Evaluate one wire job and return the wire result.
+
+    ``probe`` checks the GPU in a fresh process; pass None where there is no GPU to check (the
+    CPU path). ``stop`` retires the container. Raising is reserved for infrastructure faults
+    (the GPU was already broken), which Modal retries on another container; a kernel that
+    fails, crashes or hangs returns a result and is never retried.
+    """
+    index, job = job_from_wire(payload)
+    stop = stop or stop_fetching_inputs
+    snapshot = cache.before() if cache is not None else frozenset()
+    try:
+        result = (evaluate_fn or _default_evaluate)(job)
+    except Exception as exc:
+        if probe is not None and not probe():
+            stop()
+            raise GpuUnhealthyError(
+                f"GPU failed its health probe while evaluating {job.key} on {gpu}: {describe_exception(exc)}"
+            ) from exc
+        log.exception("the evaluator raised on %s", job.key)
+        result = harness_failure(job, exc)
+
+    decision = retire_decision(result, probe)
+    if decision.stop:
+        log.warning("retiring this container after %s: %s", job.key, decision.reason)
+        stop()
+
+    if probe is not None:  # a probe means a GPU container: make sure the result names the GPU that ran it
+        if result.environment is None:
+            result.environment = EnvironmentInfo(device="cuda:0", gpu_name=container_gpu_name())
+        elif result.environment.gpu_name is None:
+            result.environment.gpu_name = container_gpu_name()
+    if cache is not None:
+        cache.after(snapshot)
+    return result_to_wire(index, result)
+
+
+MeasureFn = Callable[..., dict]
+
+
+def _default_measure() -> MeasureFn:
+    try:
+        from kernelbench.baselines import measure_problem
+    except ImportError:
+        raise RuntimeError(
+            "kernelbench.baselines.measure_problem is not available in this copy of kernelbench"
+        ) from None
+    return measure_problem
+
+
+def baselines_payload(payload: dict[str, Any], *, measure_fn: MeasureFn | None = None,
+                      environment: Callable[[str | None], dict[str, Any]] | None = None,
+                      cache: CacheSync | None = None) -> dict[str, Any]:
+    """Measure one problem's reference in each requested mode; errors come back as data.
+
+    The reference is trusted code, so a failure here (out of memory, a mode torch cannot
+    compile) is deterministic: it is returned under ``error`` rather than raised, so Modal
+    does not retry it.
+    """
+    index, problem, modes, settings = baseline_request_from_wire(payload)
+    out: dict[str, Any] = {"wire_version": WIRE_VERSION, "index": index, "level": problem.level,
+                           "problem_id": problem.problem_id, "filename": problem.filename,
+                           "entries": {}, "error": None}
+    snapshot = cache.before() if cache is not None else frozenset()
+    try:
+        entries = (measure_fn or _default_measure())(problem, modes, settings)
+        out["entries"] = {mode: entry.model_dump(mode="json") for mode, entry in entries.items()}
+    except Exception as exc:
+        log.exception("measuring %s failed", problem.key)
+        out["error"] = describe_exception(exc)
+    hardware = next((e.get("hardware") for e in out["entries"].values() if e.get("hardware")), None)
+    out["environment"] = (environment or runtime_environment)(hardware)
+    if cache is not None:
+        cache.after(snapshot)
+    return out
