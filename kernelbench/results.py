@@ -216,6 +216,8 @@ class KernelResult(BaseModel):
 
     environment: EnvironmentInfo | None = None
     wall_time_s: float | None = None
+    #: Seconds spent per stage (import/compile, correctness, timing...), for benchmarks and debugging.
+    stage_times_s: dict[str, float] = Field(default_factory=dict)
     #: The GPU that actually ran the job when a remote runner chose it (Modal may substitute).
     runner: str | None = None
 

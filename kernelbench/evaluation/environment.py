@@ -1,0 +1,70 @@
+"""The hardware and software a result was measured on."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+
+from kernelbench import TIMING_PROTOCOL_VERSION
+
+
+def driver_version() -> str | None:
+    try:
+        import pynvml  # nvidia-ml-py, present on most GPU machines
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:
+        pass
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def gpu_compute_capability_from_smi() -> str | None:
+    """Without touching CUDA in this process (the parent must not own a CUDA context)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return lines[0].strip() if lines else None
+
+
+def collect(device) -> dict:
+    import torch
+
+    info: dict = {
+        "device": str(device), "torch": torch.__version__, "cuda": torch.version.cuda,
+        "python": platform.python_version(), "platform": f"{sys.platform}-{platform.machine()}",
+        "timing_protocol": TIMING_PROTOCOL_VERSION,
+    }
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception:
+        info["triton"] = None
+    if getattr(device, "type", str(device)) == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update({
+            "gpu_name": props.name, "gpu_arch": f"{props.major}.{props.minor}",
+            "gpu_count": torch.cuda.device_count(), "driver": driver_version(),
+            "sm_count": props.multi_processor_count,
+            "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+            "memory_bytes": int(props.total_memory),
+        })
+    return info

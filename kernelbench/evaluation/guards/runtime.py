@@ -1,0 +1,201 @@
+"""Runtime guards: facts gathered while a candidate runs, judged by trusted code.
+
+* Patch detection: before the candidate is imported the worker snapshots the identity (and
+  code object) of everything timing and checking rely on: torch's CUDA events, streams and
+  synchronisation, Tensor methods, ``time``'s clocks, ``nn.Module.__call__`` and every
+  function of the evaluator's own modules. Any difference afterwards is a failing finding.
+* Launch classification: the kernels a candidate launched during one profiled ``forward`` are
+  split into its own (names from its ``__global__`` functions and Triton kernels) and
+  PyTorch's; a cuda/triton candidate that launches none of its own fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import sys
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kernelbench.results import GuardFinding
+
+_TORCH_ATTRS = {
+    "torch": ["manual_seed", "no_grad", "empty", "zeros", "ones", "rand", "randn", "randint", "allclose", "isclose",
+              "equal", "isnan", "isinf", "where", "arange", "from_numpy", "cat", "stack"],
+    "torch.cuda": ["synchronize", "Event", "Stream", "current_stream", "set_stream", "stream", "device",
+                   "set_device", "manual_seed", "manual_seed_all", "mem_get_info", "empty_cache"],
+    "torch.cuda.Event": ["record", "elapsed_time", "synchronize", "query", "wait", "__init__", "__new__"],
+    "torch.cuda.Stream": ["synchronize", "query", "wait_stream", "wait_event", "record_event", "__new__"],
+    "torch.Tensor": ["clone", "copy_", "data_ptr", "to", "cpu", "numpy", "contiguous", "reshape", "view",
+                     "float", "double", "sum", "abs", "__eq__", "__ne__", "__sub__", "item", "untyped_storage",
+                     "storage_offset", "stride", "size", "numel", "element_size", "__torch_function__"],
+    "torch.nn.Module": ["__call__", "_call_impl", "to", "eval", "train"],
+    "torch.profiler": ["profile"],
+    "time": ["perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "sleep",
+             "process_time"],
+    "threading": ["Thread", "active_count", "enumerate"],
+    "os": ["_exit", "kill", "getpid"],
+}
+_OUR_MODULES = (
+    "kernelbench.evaluation.worker", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
+    "kernelbench.evaluation.transport", "kernelbench.evaluation.channel", "kernelbench.evaluation.timing",
+    "kernelbench.evaluation.compile_cache", "kernelbench.evaluation.guards.runtime",
+)
+
+
+def _resolve(path: str):
+    parts = path.split(".")
+    obj = sys.modules.get(parts[0])
+    for p in parts[1:]:
+        if obj is None:
+            return None
+        obj = getattr(obj, p, None)
+    return obj
+
+
+def _fingerprint(obj) -> tuple:
+    if isinstance(obj, (classmethod, staticmethod)):
+        obj = obj.__func__
+    code = getattr(obj, "__code__", None)
+    func = getattr(obj, "__func__", None)
+    if func is not None:
+        code = getattr(func, "__code__", code)
+    return (id(obj), id(code) if code is not None else None,
+            id(getattr(code, "co_code", None)) if code is not None else None)
+
+
+@dataclass
+class PatchSnapshot:
+    entries: dict[str, tuple] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls) -> PatchSnapshot:
+        snap = cls()
+        for owner, names in _TORCH_ATTRS.items():
+            base = _resolve(owner)
+            if base is None:
+                continue
+            snap.entries[owner] = (id(base),)
+            for n in names:
+                try:
+                    value = inspect.getattr_static(base, n)
+                except AttributeError:
+                    value = None
+                snap.entries[f"{owner}.{n}"] = _fingerprint(value)
+        for mod_name in _OUR_MODULES:
+            mod = sys.modules.get(mod_name)
+            if mod is None:
+                continue
+            snap.entries[f"sys.modules[{mod_name}]"] = (id(mod),)
+            for n, obj in list(vars(mod).items()):
+                if isinstance(obj, types.FunctionType) and obj.__module__ == mod_name:
+                    snap.entries[f"{mod_name}.{n}"] = _fingerprint(obj)
+                elif isinstance(obj, type) and obj.__module__ == mod_name:
+                    for an, av in list(vars(obj).items()):
+                        if isinstance(av, (types.FunctionType, staticmethod, classmethod, property)):
+                            snap.entries[f"{mod_name}.{n}.{an}"] = _fingerprint(
+                                av.fget if isinstance(av, property) else av)
+        return snap
+
+    def changes(self, later: PatchSnapshot) -> list[str]:
+        changed = []
+        for k, v in self.entries.items():
+            if later.entries.get(k) != v:
+                changed.append(k)
+        return changed
+
+
+def patch_findings(before: PatchSnapshot, after: PatchSnapshot, when: str) -> list[GuardFinding]:
+    changed = before.changes(after)
+    if not changed:
+        return []
+    shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+    return [GuardFinding(rule="runtime-patch", severity="error", origin="runtime",
+                         message=f"the candidate replaced what timing and checking rely on ({when}): {shown}")]
+
+
+# ------------------------------------------------------------------ own kernels
+_GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*&]*?\b(\w+)\s*\(")
+
+
+def own_kernel_names(source: str) -> set[str]:
+    """Kernel names a candidate defines: CUDA ``__global__`` functions and Triton jit functions."""
+    names = set(_GLOBAL_RE.findall(source))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                text = ast.unparse(target)
+                if text.endswith("jit") or text.endswith("autotune") or text.endswith("heuristics"):
+                    names.add(node.name)
+    names.discard("if")
+    return names
+
+
+_HOUSEKEEPING = re.compile(r"(memcpy|memset|fill|spin_kernel|copy|Memcpy|Memset)", re.IGNORECASE)
+
+
+@dataclass
+class LaunchReport:
+    own_kernels: list[str]
+    other_kernels: list[str]
+    own_time_us: float
+    other_time_us: float
+    streams: list[int]
+    marker_stream: int | None
+
+    @property
+    def own_share(self) -> float | None:
+        total = self.own_time_us + self.other_time_us
+        return self.own_time_us / total if total > 0 else None
+
+
+def classify_launches(kernels: Iterable[dict], own_names: set[str], marker_stream: int | None) -> LaunchReport:
+    own, other = [], []
+    own_t = other_t = 0.0
+    streams: set[int] = set()
+    for k in kernels:
+        name = str(k.get("name", ""))
+        dur = float(k.get("dur_us", 0.0) or 0.0)
+        if name.startswith("spin_kernel") or "spin_kernel" in name:
+            continue
+        stream = k.get("stream")
+        if isinstance(stream, int):
+            streams.add(stream)
+        if any(n and n in name for n in own_names):
+            own.append(name)
+            own_t += dur
+        elif not _HOUSEKEEPING.search(name) or "elementwise" in name:
+            other.append(name)
+            other_t += dur
+    return LaunchReport(sorted(set(own)), sorted(set(other)), own_t, other_t, sorted(streams), marker_stream)
+
+
+def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
+    findings: list[GuardFinding] = []
+    if backend in ("cuda", "triton") and not report.own_kernels:
+        findings.append(GuardFinding(
+            rule="no-own-kernel", severity="error", origin="runtime",
+            message=f"forward launched no {backend} kernel of the candidate's own"
+                    + (f"; it ran PyTorch's: {', '.join(report.other_kernels[:4])}" if report.other_kernels else "")))
+    elif report.own_kernels:
+        share = report.own_share
+        msg = f"own kernels {', '.join(report.own_kernels[:4])}"
+        if share is not None:
+            msg += f" take {share:.0%} of device time"
+        if report.other_kernels:
+            msg += f"; PyTorch kernels still running: {', '.join(report.other_kernels[:4])}"
+        findings.append(GuardFinding(rule="launch-report", severity="info", origin="runtime", message=msg))
+    if report.marker_stream is not None:
+        others = [s for s in report.streams if s != report.marker_stream]
+        if others:
+            findings.append(GuardFinding(
+                rule="side-stream", severity="error", origin="runtime",
+                message=f"kernels ran on stream(s) {others}, not on the stream being timed ({report.marker_stream})"))
+    return findings

@@ -1,0 +1,707 @@
+"""The trusted parent: runs jobs through reference and candidate workers and decides verdicts.
+
+This process never imports candidate code and never creates a CUDA context; the workers do
+the GPU work. The reference worker (trusted code only) is kept per problem and device; every
+candidate gets a fresh process, and a spare is started ahead so the next candidate does not
+wait for Python, torch and CUDA to start. CUDA candidates of a batch are built on all CPU cores
+in parallel (compile workers fill the extension cache) while the GPUs evaluate what is ready.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kernelbench.evaluation import seeds as seedlib
+from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
+from kernelbench.evaluation.compare import fingerprints_match
+from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
+from kernelbench.evaluation.guards import runtime as rt
+from kernelbench.evaluation.sandbox import WorkerProcess, scrubbed_environment
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.evaluation.timing import (
+    StopRule,
+    block_order,
+    block_size,
+    should_stop,
+    side_stream_gap_suspicious,
+)
+from kernelbench.results import (
+    CorrectnessDetail,
+    EnvironmentInfo,
+    GuardFinding,
+    KernelResult,
+    Stage,
+    StageError,
+    TimingStats,
+    trim,
+)
+
+log = logging.getLogger(__name__)
+
+WORKER_START_TIMEOUT_S = 180.0
+_COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "MLIRCompilationError",
+                        "PTXASError", "OutOfResources"}
+ResultCallback = Callable[[int, KernelResult], None]
+
+
+class WorkerFailed(Exception):
+    """A worker answered a command with an error (the candidate's code raised, or the reference's)."""
+
+    def __init__(self, reply: dict):
+        super().__init__(reply.get("message", ""))
+        self.reply = reply
+
+
+class StageTimeout(Exception):
+    def __init__(self, stage: Stage, what: str, limit_s: float):
+        super().__init__(f"{what} did not finish within {limit_s:g} s")
+        self.stage = stage
+
+
+class WorkerDied(Exception):
+    def __init__(self, what: str, description: str, tail: str):
+        super().__init__(f"the worker process died during {what} ({description})")
+        self.tail = tail
+
+
+@dataclass
+class _Verdict:
+    """What a job has established so far; becomes a KernelResult at the end."""
+
+    compiled: bool = False
+    correct: bool = False
+    error: StageError | None = None
+    correctness: CorrectnessDetail | None = None
+    runtime: TimingStats | None = None
+    ref_runtime: TimingStats | None = None
+    timing_note: str | None = None
+    findings: list[GuardFinding] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    compile_log: str | None = None
+    environment: EnvironmentInfo | None = None
+    stage_times: dict[str, float] = field(default_factory=dict)
+
+    def fail(self, stage: Stage, type_: str, message: str, traceback: str | None = None) -> None:
+        if self.error is None:
+            self.error = StageError.make(stage, type_, message, traceback)
+        self.correct = False
+
+
+# ---------------------------------------------------------------------------- worker calls
+def _call(worker: WorkerProcess, msg: dict, timeout: float, stage: Stage, what: str,
+          blobs: Sequence[bytes] = ()) -> tuple[dict, list]:
+    try:
+        worker.channel.send(msg, blobs)
+        reply, out_blobs = worker.channel.recv(timeout)
+    except ChannelTimeout:
+        worker.kill()
+        raise StageTimeout(stage, what, timeout) from None
+    except (ChannelClosed, ProtocolError, OSError):
+        try:
+            worker.proc.wait(timeout=5)
+        except Exception:
+            worker.kill()
+        raise WorkerDied(what, worker.exit_description(), worker.output_tail()) from None
+    if not reply.get("ok", False):
+        raise WorkerFailed(reply)
+    return reply, out_blobs
+
+
+def _worker_env(role: str, device: str, backend: str | None, arch: str | None) -> dict[str, str]:
+    extra: dict[str, str] = {}
+    # Idle OpenMP threads must not spin: workers take turns, and CI machines are small.
+    if "OMP_WAIT_POLICY" not in os.environ:
+        extra["OMP_WAIT_POLICY"] = "PASSIVE"
+    if device == "cpu":
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+        if backend == "triton":
+            extra["TRITON_INTERPRET"] = "1"
+    if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        extra["TORCH_CUDA_ARCH_LIST"] = arch
+    if role == "compile":
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+        extra.setdefault("MAX_JOBS", "2")
+    return scrubbed_environment(extra=extra)
+
+
+def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None) -> WorkerProcess:
+    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch))
+    try:
+        msg, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
+    except (ChannelTimeout, ChannelClosed, ProtocolError):
+        tail = w.output_tail()
+        w.kill()
+        raise RuntimeError(f"could not start a {role} worker on {device}: {w.exit_description()}\n{tail}") from None
+    if msg.get("event") != "ready":
+        w.kill()
+        raise RuntimeError(f"{role} worker on {device} failed to start: {msg.get('type')}: {msg.get('message')}")
+    w.info = msg.get("env") or {}
+    return w
+
+
+# ---------------------------------------------------------------------------- sessions
+def _ref_key(job: EvalJob) -> tuple:
+    s = job.settings
+    tol = s.tolerance
+    return (job.problem.hash, job.problem.level, job.problem.problem_id, s.precision, tol.atol, tol.rtol)
+
+
+class DeviceSession:
+    """One device: its reference worker and spare candidate workers."""
+
+    def __init__(self, device: str, arch: str | None = None):
+        self.device = device
+        self.is_cuda = device.startswith("cuda")
+        self.arch = arch
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spawn-{device}")
+        self._spare_candidate: dict[str | None, Future] = {}
+        self._spare_reference: Future | None = None
+        self.reference: WorkerProcess | None = None
+        self.reference_key: tuple | None = None
+        self.reference_info: dict = {}
+
+    def _spawn(self, role: str, backend: str | None) -> Future:
+        return self._pool.submit(start_worker, role, self.device, backend, self.arch)
+
+    def _backend_env_key(self, backend: str) -> str | None:
+        # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.
+        return backend if (not self.is_cuda and backend == "triton") else None
+
+    def candidate_worker(self, backend: str) -> WorkerProcess:
+        k = self._backend_env_key(backend)
+        fut = self._spare_candidate.pop(k, None) or self._spawn("candidate", backend)
+        worker = fut.result()
+        self._spare_candidate[k] = self._spawn("candidate", backend)
+        return worker
+
+    def prime(self, backend: str) -> None:
+        k = self._backend_env_key(backend)
+        if k not in self._spare_candidate:
+            self._spare_candidate[k] = self._spawn("candidate", backend)
+        if self._spare_reference is None and self.reference is None:
+            self._spare_reference = self._spawn("reference", None)
+
+    def reference_for(self, job: EvalJob, probe_seed: int) -> tuple[WorkerProcess, dict]:
+        key = _ref_key(job)
+        if self.reference is not None and self.reference_key == key and self.reference.alive():
+            return self.reference, self.reference_info
+        self.drop_reference()
+        fut = self._spare_reference or self._spawn("reference", None)
+        self._spare_reference = None
+        worker = fut.result()
+        self._spare_reference = self._spawn("reference", None)
+        tol = job.settings.tolerance
+        reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
+                                  "atol": tol.atol, "rtol": tol.rtol, "init_seed": _init_seed(job),
+                                  "probe_seed": probe_seed},
+                         job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
+        self.reference, self.reference_key = worker, key
+        self.reference_info = {"stochastic": bool(reply.get("stochastic")),
+                               "nondeterministic": bool(reply.get("nondeterministic")), "env": worker.info}
+        return worker, self.reference_info
+
+    def drop_reference(self) -> None:
+        if self.reference is not None:
+            self.reference.close()
+        self.reference, self.reference_key = None, None
+
+    def close(self) -> None:
+        self.drop_reference()
+        futures = list(self._spare_candidate.values()) + ([self._spare_reference] if self._spare_reference else [])
+        for fut in futures:
+            try:
+                fut.result(timeout=WORKER_START_TIMEOUT_S).close()
+            except Exception:
+                pass
+        self._spare_candidate.clear()
+        self._spare_reference = None
+        self._pool.shutdown(wait=False)
+
+
+def _init_seed(job: EvalJob) -> int:
+    # Weights are not secret (both sides need them and they are fixed by the problem); the seed
+    # only has to be the same for Model and ModelNew.
+    return 42
+
+
+# ---------------------------------------------------------------------------- one job
+def _stage_of(reply: dict, default: Stage) -> Stage:
+    where = reply.get("where")
+    if reply.get("type") in _COMPILE_ERROR_TYPES:
+        return Stage.COMPILE
+    mapping = {"load": Stage.LOAD, "compile": Stage.COMPILE, "init": Stage.INIT, "run": Stage.RUN,
+               "time": Stage.TIMING, "profile": Stage.RUN, "launches": Stage.RUN}
+    return mapping.get(where, default)
+
+
+def _findings_from(reply: dict) -> list[GuardFinding]:
+    out = []
+    for f in reply.get("findings") or []:
+        try:
+            out.append(GuardFinding.model_validate(f))
+        except Exception:
+            out.append(GuardFinding(rule="malformed-report", severity="error", origin="runtime",
+                                    message="the candidate process sent a malformed guard report"))
+    return out
+
+
+def _static_findings(source: str, backend: str) -> list[GuardFinding]:
+    try:
+        from kernelbench.evaluation.guards.static import analyze_source
+    except ImportError:
+        return []
+    try:
+        return list(analyze_source(source, backend).findings)
+    except Exception as e:  # the guard must never take the evaluator down
+        log.warning("static guard failed: %s", e)
+        return [GuardFinding(rule="static-guard-error", severity="warning", origin="static",
+                             message=f"static guard failed: {e}")]
+
+
+def _builds_log(reply: dict) -> str | None:
+    events = reply.get("builds") or []
+    parts = []
+    for ev in events:
+        if ev.get("failed"):
+            parts.append(str(ev.get("error", "")))
+    return "\n".join(parts) if parts else None
+
+
+def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
+    started = time.monotonic()
+    v = _Verdict()
+    s = job.settings
+    try:
+        _run_job(session, job, v)
+    except StageTimeout as e:
+        v.fail(Stage.TIMEOUT, "Timeout", f"{e} (during the {e.stage.value} stage); the worker was killed")
+    except WorkerDied as e:
+        v.fail(Stage.CRASH, "WorkerDied", str(e), e.tail)
+    except _ReferenceBroken as e:
+        session.drop_reference()
+        v.fail(Stage.CRASH, "ReferenceFailed", str(e), e.traceback)
+        v.flags.append("the reference itself failed; this is not a verdict on the candidate")
+    env = v.environment or _environment_from(session.reference_info.get("env") if session.reference_info else None,
+                                             session.device)
+    result = KernelResult(
+        level=job.problem.level, problem_id=job.problem.problem_id, problem_name=job.problem.name,
+        problem_hash=job.problem.hash, sample_id=job.sample_id, backend=s.backend, precision=s.precision,
+        compiled=v.compiled, correct=v.correct and v.error is None, error=v.error, correctness=v.correctness,
+        runtime=v.runtime, ref_runtime=v.ref_runtime, timing_note=v.timing_note,
+        guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
+        wall_time_s=time.monotonic() - started, stage_times_s=v.stage_times,
+    )
+    speed = result.speedup
+    if speed is not None and speed > s.review_speedup:
+        result.flags.append(f"speedup {speed:.2f}x is above the review threshold of {s.review_speedup:g}x")
+    return result
+
+
+class _ReferenceBroken(Exception):
+    def __init__(self, message: str, traceback: str | None = None):
+        super().__init__(message)
+        self.traceback = traceback
+
+
+def _environment_from(info: dict | None, device: str) -> EnvironmentInfo:
+    info = dict(info or {})
+    info.setdefault("device", device)
+    return EnvironmentInfo.model_validate(info)
+
+
+def _ref_call(worker: WorkerProcess, msg: dict, timeout: float, what: str, blobs: Sequence[bytes] = ()):
+    try:
+        return _call(worker, msg, timeout, Stage.CRASH, what, blobs)
+    except WorkerFailed as e:
+        r = e.reply
+        raise _ReferenceBroken(f"reference failed during {what}: {r.get('type')}: {r.get('message')}",
+                               r.get("traceback")) from None
+    except (WorkerDied, StageTimeout) as e:
+        raise _ReferenceBroken(f"reference worker failed during {what}: {e}") from None
+
+
+def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
+    s = job.settings
+    source = job.candidate_source
+    if not session.is_cuda and s.backend == "cuda":
+        v.fail(Stage.COMPILE, "NoGPU", "CUDA candidates need an NVIDIA GPU; this evaluation runs on the CPU "
+                                       "(use a GPU machine, or --runner modal)")
+        return
+    try:
+        ast.parse(source)
+    except SyntaxError as e:
+        v.fail(Stage.LOAD, "SyntaxError", f"line {e.lineno}: {e.msg}")
+        return
+    static = _static_findings(source, s.backend)
+    v.findings.extend(static)
+    if any(f.severity == "error" for f in static):
+        bad = "; ".join(f"line {f.line}: {f.rule}: {f.message}" for f in static if f.severity == "error")
+        v.fail(Stage.GUARD, "StaticGuard", f"the static guard refused the candidate: {bad}")
+        return
+
+    secret = s.seed_secret or seedlib.new_secret()
+    t0 = time.monotonic()
+    try:
+        ref, ref_info = session.reference_for(job, seedlib.derive_seed(secret, "probe"))
+    except WorkerFailed as e:
+        r = e.reply
+        raise _ReferenceBroken(f"the reference could not be set up: {r.get('type')}: {r.get('message')}",
+                               r.get("traceback")) from None
+    except (WorkerDied, StageTimeout, RuntimeError) as e:
+        raise _ReferenceBroken(f"the reference could not be set up: {e}") from None
+    v.environment = _environment_from(ref_info.get("env"), session.device)
+    v.stage_times["reference_setup"] = time.monotonic() - t0
+    if ref_info.get("stochastic"):
+        v.flags.append("the reference is random (e.g. dropout): both models were evaluated in eval() mode")
+    if ref_info.get("nondeterministic"):
+        v.flags.append("the reference is not deterministic even in eval() mode; correctness may be unreliable")
+
+    t0 = time.monotonic()
+    cand = session.candidate_worker(s.backend)
+    v.stage_times["candidate_start"] = time.monotonic() - t0
+    try:
+        _run_candidate(session, job, v, ref, cand, secret, bool(ref_info.get("stochastic")))
+    finally:
+        cand.kill()
+
+
+def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess,
+                   secret: bytes, eval_mode: bool) -> None:
+    s = job.settings
+    tol = s.tolerance
+    # ---- load: import the candidate (building its kernels) and construct ModelNew
+    t0 = time.monotonic()
+    try:
+        reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
+                                "backend": s.backend, "precision": s.precision, "init_seed": _init_seed(job),
+                                "eval_mode": eval_mode},
+                         s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
+    except WorkerFailed as e:
+        r = e.reply
+        stage = _stage_of(r, Stage.LOAD)
+        v.compiled = stage == Stage.INIT
+        v.compile_log = _builds_log(r) if stage == Stage.COMPILE else None
+        v.fail(stage, str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        return
+    finally:
+        v.stage_times["load"] = time.monotonic() - t0
+    v.compiled = True
+    v.findings.extend(_findings_from(reply))
+    if reply.get("threads_started", 0) > 0:
+        v.findings.append(GuardFinding(rule="thread-started", severity="warning", origin="runtime",
+                                       message=f"importing the candidate started {reply['threads_started']} thread(s)"))
+    if any(f.severity == "error" for f in v.findings):
+        v.fail(Stage.GUARD, "RuntimeGuard", "; ".join(f.message for f in v.findings if f.severity == "error"))
+        return
+
+    # ---- correctness on fresh inputs per trial
+    t0 = time.monotonic()
+    detail = CorrectnessDetail(atol=tol.atol, rtol=tol.rtol)
+    v.correctness = detail
+    for k in range(s.correctness_trials):
+        seed = seedlib.derive_seed(secret, "correct", k)
+        fwd = seedlib.derive_seed(secret, "forward", k)
+        _ref_call(ref, {"cmd": "run", "seed": seed, "fwd_seed": fwd, "slot": k}, s.stage_timeout_s,
+                  f"reference run of trial {k + 1}")
+        try:
+            creply, cblobs = _call(cand, {"cmd": "run", "seed": seed, "fwd_seed": fwd, "poison": True},
+                                   s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
+        except WorkerFailed as e:
+            r = e.reply
+            stage = _stage_of(r, Stage.RUN)
+            if stage == Stage.COMPILE:
+                v.compiled = False
+            v.fail(stage, str(r.get("type")), str(r.get("message")), r.get("traceback"))
+            detail.trials_run = k + 1
+            return
+        detail.trials_run = k + 1
+        comp, _ = _ref_call(ref, {"cmd": "compare", "slot": k, "tree": creply.get("tree"),
+                                  "outputs": creply.get("outputs"), "inputs": creply.get("inputs")},
+                            s.stage_timeout_s, f"comparison of trial {k + 1}", cblobs)
+        _call(cand, {"cmd": "release"}, s.stage_timeout_s, Stage.RUN, "release")
+        if comp.get("max_abs") is not None:
+            detail.max_abs_error = max(detail.max_abs_error or 0.0, float(comp["max_abs"]))
+            detail.max_rel_error = max(detail.max_rel_error or 0.0, float(comp.get("max_rel") or 0.0))
+        if creply.get("threads_started", 0) > 0:
+            v.findings.append(GuardFinding(
+                rule="thread-running", severity="warning", origin="runtime",
+                message=f"{creply['threads_started']} extra thread(s) alive after forward returned; "
+                        "outputs were snapshotted at return"))
+        if not comp.get("passed"):
+            detail.first_failure = f"trial {k + 1}: {comp.get('reason')}"
+            v.fail(Stage.CORRECTNESS, "InputsModified" if comp.get("inputs_modified") else "WrongOutput",
+                   detail.first_failure)
+            return
+        detail.trials_passed = k + 1
+    v.stage_times["correctness"] = time.monotonic() - t0
+    v.correct = True
+
+    # ---- runtime guards: whose kernels ran, and where
+    t0 = time.monotonic()
+    own = rt.own_kernel_names(job.candidate_source)
+    seed = seedlib.derive_seed(secret, "profile")
+    fwd = seedlib.derive_seed(secret, "forward-profile")
+    try:
+        if session.is_cuda:
+            prof, _ = _call(cand, {"cmd": "profile", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
+                            Stage.RUN, "profiled run")
+            report = rt.classify_launches(prof.get("kernels") or [], own, prof.get("marker_stream"))
+            v.findings.extend(rt.launch_findings(report, s.backend))
+        elif s.backend == "triton":
+            lr, _ = _call(cand, {"cmd": "launches", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
+                          Stage.RUN, "launch count")
+            launches = lr.get("launches") or {}
+            kernels = [{"name": n, "stream": None, "dur_us": 0.0} for n, c in launches.items() if c]
+            report = rt.classify_launches(kernels, own or set(launches), None)
+            v.findings.extend(rt.launch_findings(report, s.backend))
+    except WorkerFailed as e:
+        r = e.reply
+        v.fail(_stage_of(r, Stage.RUN), str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        return
+    v.stage_times["launch_trace"] = time.monotonic() - t0
+    if any(f.severity == "error" for f in v.findings):
+        v.fail(Stage.GUARD, "RuntimeGuard", "; ".join(f.message for f in v.findings if f.severity == "error"))
+        return
+
+    # ---- timing
+    if not s.measure_timing:
+        v.timing_note = "timing not requested"
+    elif not session.is_cuda:
+        v.timing_note = "not measured: no GPU (CPU path checks correctness only)"
+    else:
+        t0 = time.monotonic()
+        try:
+            _time(job, v, ref, cand, secret)
+        except WorkerFailed as e:
+            r = e.reply
+            v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        v.stage_times["timing"] = time.monotonic() - t0
+        if v.error is not None:
+            return
+
+    # ---- anything patched while running?
+    pr, _ = _call(cand, {"cmd": "check_patches", "when": "while running"}, s.stage_timeout_s, Stage.RUN,
+                  "patch check")
+    late = _findings_from(pr)
+    v.findings.extend(late)
+    if any(f.severity == "error" for f in late):
+        v.fail(Stage.GUARD, "RuntimeGuard", "; ".join(f.message for f in late if f.severity == "error"))
+
+
+def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, secret: bytes) -> None:
+    s = job.settings
+    limit = s.stage_timeout_s + s.timing_budget_s * 2
+    wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
+    wfwd = [seedlib.derive_seed(secret, "warm-forward", i) for i in range(4)]
+    warm = {}
+    for side, w in (("reference", ref), ("candidate", cand)):
+        call = _ref_call if side == "reference" else (
+            lambda w, m, t, what: _call(w, m, t, Stage.TIMING, what))
+        reply, _ = call(w, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wfwd, "warmup": True}, limit,
+                        f"{side} warm-up")
+        warm[side] = reply
+    per_call = max(warm[k]["wall_s"] / max(1, warm[k]["calls"]) for k in warm)
+    n = block_size(per_call)
+    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
+    samples: dict[str, list[float]] = {"reference": [], "candidate": []}
+    drained: dict[str, list[float]] = {"reference": [], "candidate": []}
+    spent = {"reference": 0.0, "candidate": 0.0}
+    rounds = 0
+    stop_reason = ""
+    while True:
+        seeds = [seedlib.derive_seed(secret, "time", rounds, i) for i in range(n)]
+        fwds = [seedlib.derive_seed(secret, "time-forward", rounds, i) for i in range(n)]
+        replies = {}
+        for side in block_order(rounds):
+            msg = {"cmd": "time", "seeds": seeds, "fwd_seeds": fwds, "fingerprint": True}
+            if side == "reference":
+                reply, _ = _ref_call(ref, msg, limit, "reference timing")
+            else:
+                reply, _ = _call(cand, msg, limit, Stage.TIMING, "candidate timing")
+            replies[side] = reply
+            samples[side].extend(float(x) for x in reply["times_ms"])
+            drained[side].extend(float(x) for x in reply["drained_ms"])
+            spent[side] += float(reply["wall_s"])
+        rfp, rb, cfp = replies["reference"]["fingerprints"], replies["reference"]["bounds"], \
+            replies["candidate"]["fingerprints"]
+        for i in range(min(len(rfp), len(cfp))):
+            if not fingerprints_match(cfp[i], rfp[i], rb[i]):
+                v.fail(Stage.TIMING, "TimedOutputMismatch",
+                       f"an output produced during timing (round {rounds + 1}, call {i + 1}) does not match the "
+                       f"reference for the same inputs: the kernel behaves differently when timed")
+                return
+        if len(rfp) != len(cfp):
+            v.fail(Stage.TIMING, "TimedOutputMismatch", "the candidate returned a different number of timed outputs")
+            return
+        rounds += 1
+        stop, stop_reason = should_stop(rule, samples["candidate"], samples["reference"], spent["candidate"],
+                                        spent["reference"])
+        if stop:
+            break
+    # The very last timed call is also checked element by element.
+    exp, eblobs = _call(cand, {"cmd": "export_last"}, s.stage_timeout_s, Stage.TIMING, "export of the last timed output")
+    comp, _ = _ref_call(ref, {"cmd": "compare", "slot": "last", "tree": exp.get("tree"), "outputs": exp.get("outputs"),
+                              "inputs": exp.get("inputs")}, s.stage_timeout_s, "check of the last timed output", eblobs)
+    _call(cand, {"cmd": "release"}, s.stage_timeout_s, Stage.TIMING, "release")
+    if v.correctness is not None:
+        v.correctness.timed_outputs_checked = len(samples["candidate"])
+    if not comp.get("passed"):
+        v.fail(Stage.TIMING, "TimedOutputMismatch", f"the last timed output is wrong: {comp.get('reason')}")
+        return
+    suspicious, excess = side_stream_gap_suspicious(samples["candidate"], drained["candidate"],
+                                                    samples["reference"], drained["reference"])
+    if suspicious:
+        v.findings.append(GuardFinding(
+            rule="side-stream", severity="error", origin="runtime",
+            message=f"work continued {excess:.3f} ms (median) after the timed stream finished: computation hidden "
+                    "on another stream or thread"))
+        v.fail(Stage.GUARD, "RuntimeGuard", v.findings[-1].message)
+        return
+    v.runtime = TimingStats(samples_ms=samples["candidate"], warmup_calls=int(warm["candidate"]["calls"]))
+    v.ref_runtime = TimingStats(samples_ms=samples["reference"], warmup_calls=int(warm["reference"]["calls"]))
+    v.timing_note = f"{len(samples['candidate'])} timed calls per side in {rounds} rounds; stopped: {stop_reason}"
+
+
+# ---------------------------------------------------------------------------- batches
+def visible_devices() -> list[str]:
+    try:
+        import torch
+
+        n = torch.cuda.device_count()
+    except Exception:
+        n = 0
+    return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
+
+
+def _compile_job(job: EvalJob, arch: str | None) -> dict:
+    """Import a CUDA candidate once on the CPU so its extension is in the cache before the GPU needs it."""
+    w = None
+    try:
+        w = start_worker("compile", "cuda:0", job.settings.backend, arch)
+        reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
+                             "backend": job.settings.backend, "precision": job.settings.precision,
+                             "init_seed": 0}, job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
+        return reply
+    except Exception as e:
+        return {"ok": False, "message": str(e)}
+    finally:
+        if w is not None:
+            w.kill()
+
+
+class _Scheduler:
+    """Hands jobs to device threads, preferring the problem a device's reference already holds."""
+
+    def __init__(self, jobs: Sequence[EvalJob], compiled: dict[int, Future]):
+        self.pending = list(range(len(jobs)))
+        self.jobs = jobs
+        self.compiled = compiled
+        self.cv = threading.Condition()
+
+    def _ready(self, i: int) -> bool:
+        f = self.compiled.get(i)
+        return f is None or f.done()
+
+    def take(self, session: DeviceSession) -> int | None:
+        with self.cv:
+            while self.pending:
+                ready = [i for i in self.pending if self._ready(i)]
+                if ready:
+                    same = [i for i in ready if _ref_key(self.jobs[i]) == session.reference_key]
+                    i = (same or ready)[0]
+                    self.pending.remove(i)
+                    return i
+                self.cv.wait(timeout=0.5)
+            return None
+
+
+def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None,
+                   on_result: ResultCallback | None = None, progress: bool = True,
+                   compile_workers: int | None = None) -> list[KernelResult]:
+    """Evaluate many jobs over the local devices; results in job order, ``on_result`` as each finishes."""
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    pinned = {j.settings.device for j in jobs if j.settings.device}
+    if devices is None:
+        devices = sorted(pinned) if pinned else visible_devices()
+    devices = list(devices)
+    use_gpu = any(d.startswith("cuda") for d in devices)
+    arch = gpu_compute_capability_from_smi() if use_gpu else None
+
+    compiled: dict[int, Future] = {}
+    compile_pool = None
+    cuda_jobs = [i for i, j in enumerate(jobs) if j.settings.backend == "cuda"]
+    if use_gpu and len(cuda_jobs) > 1:
+        n = compile_workers or max(1, min(len(cuda_jobs), os.cpu_count() or 1))
+        compile_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")
+        # The first job of each device starts at once; the rest are built ahead on the CPU.
+        for i in cuda_jobs[len(devices):]:
+            compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch)
+
+    results: list[KernelResult | None] = [None] * len(jobs)
+    scheduler = _Scheduler(jobs, compiled)
+    lock = threading.Lock()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), desc="evaluating", unit="kernel", file=sys.stderr)
+
+    def device_loop(device: str) -> None:
+        session = DeviceSession(device, arch)
+        try:
+            session.prime(jobs[0].settings.backend)
+            while True:
+                i = scheduler.take(session)
+                if i is None:
+                    return
+                job = jobs[i]
+                try:
+                    result = run_job(session, job)
+                except Exception as e:  # a bug of ours must not lose the batch
+                    log.exception("evaluation of %s failed", job.key)
+                    result = KernelResult(level=job.problem.level, problem_id=job.problem.problem_id,
+                                          problem_name=job.problem.name, sample_id=job.sample_id,
+                                          backend=job.settings.backend, precision=job.settings.precision,
+                                          error=StageError.make(Stage.CRASH, type(e).__name__, f"evaluator error: {e}"))
+                with lock:
+                    results[i] = result
+                    if on_result is not None:
+                        try:
+                            on_result(i, result)
+                        except Exception:
+                            log.exception("result callback failed for %s", job.key)
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix_str(f"{job.key}: {result.verdict()}")
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=device_loop, args=(d,), name=f"device-{d}") for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if compile_pool is not None:
+        compile_pool.shutdown(wait=False, cancel_futures=True)
+    if bar is not None:
+        bar.close()
+    return [r for r in results if r is not None]
+
+
+def evaluate(job: EvalJob, device: str | None = None) -> KernelResult:
+    """Evaluate one candidate against one problem."""
+    devices = [device] if device else ([job.settings.device] if job.settings.device else None)
+    return evaluate_batch([job], devices=devices, progress=False)[0]
+
+
+__all__ = ["EvalJob", "EvalSettings", "evaluate", "evaluate_batch", "run_job", "visible_devices"]

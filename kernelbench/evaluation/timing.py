@@ -1,0 +1,93 @@
+"""The timing protocol's decisions, kept free of CUDA so they can be tested exactly.
+
+The workers measure; this module decides how much to measure: when warm-up is over, how many
+calls go in a block, in which order candidate and reference blocks run, and when the medians
+are precise enough to stop.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from kernelbench.results import relative_standard_error_of_median
+
+WARMUP_MIN_CALLS = 5
+WARMUP_MIN_S = 0.05
+WARMUP_MAX_S = 1.5
+WARMUP_MAX_CALLS = 500
+WARMUP_WINDOW = 5
+WARMUP_STABLE_SPREAD = 0.03
+BLOCK_TARGET_S = 0.05
+BLOCK_MIN_CALLS = 3
+BLOCK_MAX_CALLS = 100
+
+
+def warmup_settled(times_ms: list[float], elapsed_s: float) -> bool:
+    """Warm-up ends when the last window's spread is small and the window is not still falling.
+
+    GPU clocks ramp up under load (an idle H100 sits near 400 MHz), so early calls are slow;
+    we wait until consecutive windows agree.
+    """
+    if len(times_ms) >= WARMUP_MAX_CALLS or elapsed_s >= WARMUP_MAX_S:
+        return True
+    if len(times_ms) < max(WARMUP_MIN_CALLS, 2 * WARMUP_WINDOW) or elapsed_s < WARMUP_MIN_S:
+        return False
+    last = times_ms[-WARMUP_WINDOW:]
+    prev = times_ms[-2 * WARMUP_WINDOW:-WARMUP_WINDOW]
+    m_last, m_prev = statistics.median(last), statistics.median(prev)
+    if m_last <= 0:
+        return True
+    spread = (max(last) - min(last)) / m_last
+    drift = abs(m_prev - m_last) / m_last
+    return spread <= WARMUP_STABLE_SPREAD * 3 and drift <= WARMUP_STABLE_SPREAD
+
+
+def block_size(wall_s_per_call: float) -> int:
+    """Calls per block so one block takes about BLOCK_TARGET_S of wall time."""
+    if wall_s_per_call <= 0:
+        return BLOCK_MAX_CALLS
+    return max(BLOCK_MIN_CALLS, min(BLOCK_MAX_CALLS, int(BLOCK_TARGET_S / wall_s_per_call)))
+
+
+def block_order(round_index: int) -> tuple[str, str]:
+    """ABBA ordering: which side goes first alternates, so neither is always timed first."""
+    return ("reference", "candidate") if round_index % 2 == 0 else ("candidate", "reference")
+
+
+@dataclass(frozen=True)
+class StopRule:
+    target_rse: float
+    min_trials: int
+    max_trials: int
+    budget_s: float
+
+
+def should_stop(rule: StopRule, cand_ms: list[float], ref_ms: list[float],
+                cand_spent_s: float, ref_spent_s: float) -> tuple[bool, str]:
+    n = min(len(cand_ms), len(ref_ms))
+    if n >= rule.max_trials:
+        return True, f"reached the maximum of {rule.max_trials} trials"
+    if max(cand_spent_s, ref_spent_s) >= rule.budget_s:
+        return True, f"spent the timing budget of {rule.budget_s:g} s"
+    if n < rule.min_trials:
+        return False, ""
+    rc = relative_standard_error_of_median(cand_ms)
+    rr = relative_standard_error_of_median(ref_ms)
+    if rc <= rule.target_rse and rr <= rule.target_rse:
+        return True, f"relative standard error of both medians under {rule.target_rse:.2%}"
+    return False, ""
+
+
+def side_stream_gap_suspicious(cand_event_ms: list[float], cand_drained_ms: list[float],
+                               ref_event_ms: list[float], ref_drained_ms: list[float]) -> tuple[bool, float]:
+    """Did the candidate leave work running after its timed stream finished?
+
+    Each call is timed twice: to an event on the launching stream, and to an event recorded after
+    a device-wide synchronisation. For honest code both gaps are the same host round trip; work
+    hidden on another stream shows up as a larger gap on the candidate's side only.
+    """
+    gc = statistics.median(d - e for d, e in zip(cand_drained_ms, cand_event_ms))
+    gr = statistics.median(d - e for d, e in zip(ref_drained_ms, ref_event_ms))
+    excess = gc - gr
+    return excess > 0.01 + 0.03 * statistics.median(cand_event_ms), excess

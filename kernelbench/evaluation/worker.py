@@ -1,0 +1,452 @@
+"""The worker process: runs the reference (trusted code) or one candidate (untrusted code).
+
+Started by :mod:`kernelbench.evaluation.sandbox` as ``python -m kernelbench.evaluation.worker``.
+It answers commands from the parent over its own channel (never stdout). Roles:
+
+* ``reference``: builds ``Model``, produces reference outputs for given seeds, compares a
+  candidate's outputs (received by IPC handle or bytes) with them, times the reference.
+* ``candidate``: imports the candidate, builds ``ModelNew``, runs it on inputs it generates
+  from seeds it receives one trial at a time, exports its outputs, times itself.
+* ``compile``: only imports the candidate, so its CUDA extensions land in the build cache.
+
+Everything timing relies on is bound here, at import, before any candidate code runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any
+
+# Bound before candidate code can run: replacing time.perf_counter later does not affect us.
+_perf_counter = time.perf_counter
+_active_count = threading.active_count
+
+
+def _error_reply(e: BaseException, where: str) -> dict:
+    try:
+        message = str(e)
+    except Exception:
+        message = "<unprintable exception>"
+    try:
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    except Exception:
+        tb = None
+    return {"ok": False, "where": where, "type": type(e).__name__, "message": message, "traceback": tb}
+
+
+class Worker:
+    def __init__(self, role: str, device: str):
+        import torch
+
+        self.torch = torch
+        self.role = role
+        self.device = torch.device(device)
+        self.is_cuda = self.device.type == "cuda"
+        self.problem = None
+        self.model = None
+        self.precision = "fp32"
+        self.atol = self.rtol = 0.0
+        self.slots: dict[str, tuple[list, Any]] = {}
+        self.exported: Any = None
+        self.received: Any = None
+        self.last: tuple[list, Any] | None = None
+        self.snapshot = None
+        self.threads_before = _active_count()
+        self.interp_launches: dict[str, int] = {}
+        self.l2_flush = None
+        if self.is_cuda:
+            torch.cuda.set_device(self.device)
+            torch.cuda.init()
+            torch.empty(1, device=self.device).add_(1)
+            torch.cuda.synchronize()
+            self._sync = torch._C._cuda_synchronize
+            self._EventBase = torch._C._CudaEventBase
+            self._record = torch._C._CudaEventBase.record
+            self._elapsed = torch._C._CudaEventBase.elapsed_time
+            self._event_sync = torch._C._CudaEventBase.synchronize
+            self.stream = torch.cuda.current_stream(self.device)
+        from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
+
+        self.compare = compare
+        self.inputs = inputs
+        self.transport = transport
+
+    # ------------------------------------------------------------------ helpers
+    def environment(self) -> dict:
+        from kernelbench.evaluation.environment import collect
+
+        return collect(self.device)
+
+    def _no_grad(self):
+        return self.torch.no_grad()
+
+    def _make_inputs(self, seed: int) -> list:
+        return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+
+    def _forward(self, inputs: list, fwd_seed: int):
+        self.inputs.seed_everything(fwd_seed)
+        with self._no_grad():
+            return self.model(*inputs)
+
+    def _flush(self) -> None:
+        torch = self.torch
+        if self.l2_flush is None:
+            props = torch.cuda.get_device_properties(self.device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 1024 * 1024
+            self.l2_flush = torch.empty(max(2 * l2, 128 * 1024 * 1024), dtype=torch.uint8, device=self.device)
+        self.l2_flush.zero_()
+
+    def _poison(self, inputs: list) -> None:
+        """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
+        torch = self.torch
+        in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        free, _ = torch.cuda.mem_get_info(self.device)
+        size = int(min(free * 0.5, max(2 * in_bytes, 256 * 1024 * 1024)))
+        if size > 0:
+            big = torch.empty(size, dtype=torch.uint8, device=self.device)
+            big.fill_(0xFF)
+            del big
+        small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
+        del small
+
+    def _export(self, output: Any, inputs: list) -> tuple[dict, list]:
+        torch = self.torch
+        tree, leaves = self.transport.flatten(output)
+        plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
+        out_descs, out_blobs = self.transport.encode_tensors(plain)
+        in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        in_descs, in_blobs = self.transport.encode_tensors([t if type(t) is torch.Tensor else torch.empty(0)
+                                                            for t in in_tensors])
+        for d in in_descs:
+            if "blob" in d:
+                d["blob"] += len(out_blobs)
+        self.exported = (plain, in_tensors, output, inputs)
+        return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
+
+    def _received(self, msg: dict, blobs: list):
+        outs = self.transport.decode_tensors(msg.get("outputs"), blobs, self.device)
+        ins = self.transport.decode_tensors(msg.get("inputs"), blobs, self.device)
+        return outs, ins
+
+    # ------------------------------------------------------------------ commands
+    def cmd_setup(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """Reference: build Model and find out whether its forward is random."""
+        self.precision = msg["precision"]
+        self.atol, self.rtol = float(msg["atol"]), float(msg["rtol"])
+        self.problem = self.inputs.load_module(msg["code"], "kb_problem", "<problem>")
+        self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
+                                             int(msg["init_seed"]), self.device, self.precision)
+        stochastic = nondeterministic = False
+        if msg.get("probe_seed") is not None and isinstance(self.model, self.torch.nn.Module):
+            state = {k: v.clone() for k, v in self.model.state_dict().items()}
+            x = self._make_inputs(int(msg["probe_seed"]))
+            a = self._forward(x, 1)
+            b = self._forward(x, 2)
+            tree, leaves = self.transport.flatten(b)
+            if not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok:
+                stochastic = True
+                self.model.eval()
+                a = self._forward(x, 3)
+                b = self._forward(x, 4)
+                tree, leaves = self.transport.flatten(b)
+                nondeterministic = not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok
+            self.model.load_state_dict(state)
+            del a, b, x
+        return {"ok": True, "stochastic": stochastic, "nondeterministic": nondeterministic}, []
+
+    def cmd_load(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """Candidate or compile worker: import the candidate (building its kernels) and build ModelNew."""
+        from kernelbench.evaluation import compile_cache
+        from kernelbench.evaluation.guards import runtime as rt
+
+        self.precision = msg["precision"]
+        self.problem = self.inputs.load_module(msg["problem_code"], "kb_problem", "<problem>")
+        if self.is_cuda or self.role == "compile":
+            compile_cache.install()
+        if not self.is_cuda and msg.get("backend") == "triton":
+            self._count_interpreter_launches()
+        self.snapshot = rt.PatchSnapshot.take()
+        self.threads_before = _active_count()
+        t0 = _perf_counter()
+        stage = "load"
+        try:
+            cand = self.inputs.load_module(msg["source"], "kb_candidate", "<candidate>")
+        except BaseException as e:
+            failed_build = any(ev.get("failed") for ev in compile_cache.BUILD_EVENTS)
+            reply = _error_reply(e, "compile" if failed_build else "load")
+            reply["builds"] = compile_cache.BUILD_EVENTS
+            return reply, []
+        import_s = _perf_counter() - t0
+        builds = list(compile_cache.BUILD_EVENTS)
+        if self.role == "compile":
+            return {"ok": True, "import_s": import_s, "builds": builds}, []
+        model_cls = getattr(cand, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            what = "is not a class" if model_cls is not None else "is not defined"
+            return {"ok": False, "where": stage, "type": "MissingModelNew",
+                    "message": f"the candidate's ModelNew {what}", "builds": builds}, []
+        try:
+            self.model = self.inputs.build_model(model_cls, self.problem.get_init_inputs, int(msg["init_seed"]),
+                                                 self.device, self.precision)
+            if msg.get("eval_mode") and isinstance(self.model, self.torch.nn.Module):
+                self.model.eval()
+        except BaseException as e:
+            reply = _error_reply(e, "init")
+            reply["builds"] = builds
+            return reply, []
+        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), "at import")
+        threads = _active_count() - self.threads_before
+        return {"ok": True, "import_s": import_s, "builds": builds, "threads_started": threads,
+                "findings": [f.model_dump() for f in findings]}, []
+
+    def cmd_run(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """One correctness trial on fresh inputs from ``seed``."""
+        torch = self.torch
+        x = self._make_inputs(int(msg["seed"]))
+        if self.role == "candidate":
+            if self.is_cuda and msg.get("poison"):
+                self._poison(x)
+            out = self._forward(x, int(msg["fwd_seed"]))
+            # Snapshot what exists when forward returns, in stream order: work finished later by a
+            # thread or another stream does not count.
+            tree, leaves = self.transport.flatten(out)
+            snap = [t.detach().clone() if type(t) is torch.Tensor else t for t in leaves]
+            if self.is_cuda:
+                self._sync()
+            threads = _active_count() - self.threads_before
+            payload, out_blobs = self._export(_rebuild(tree, snap), x)
+            payload.update({"ok": True, "threads_started": threads})
+            return payload, out_blobs
+        out = self._forward(x, int(msg["fwd_seed"]))
+        if self.is_cuda:
+            self._sync()
+        self.slots[str(msg["slot"])] = (x, out)
+        return {"ok": True}, []
+
+    def cmd_compare(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """Reference: compare a candidate's exported outputs with the slot's reference outputs."""
+        key = str(msg["slot"])
+        x, ref_out = self.slots[key] if key != "last" else self.last
+        try:
+            outs, ins = self._received(msg, blobs)
+        except Exception as e:
+            return {"ok": True, "passed": False, "reason": f"could not read the candidate's outputs: {e}"}, []
+        comp = self.compare.compare_outputs(msg.get("tree"), outs.tensors, ref_out, self.atol, self.rtol)
+        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
+        modified = None
+        if len(ins.tensors) != len(ref_inputs):
+            modified = "the candidate reported a different number of inputs"
+        else:
+            for k, (a, b) in enumerate(zip(ins.tensors, ref_inputs)):
+                if not self.compare.tensors_equal(a, b):
+                    modified = f"input {k} was modified in place by the candidate"
+                    break
+        if self.is_cuda:
+            self._sync()
+        del outs, ins
+        if key != "last":
+            self.slots.pop(key, None)
+        return {"ok": True, "passed": comp.ok and modified is None, "reason": comp.reason or modified,
+                "max_abs": comp.max_abs_error, "max_rel": comp.max_rel_error,
+                "inputs_modified": modified is not None}, []
+
+    def cmd_release(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        self.exported = None
+        if self.is_cuda:
+            self._sync()
+        return {"ok": True}, []
+
+    def cmd_time(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """Time calls on fresh inputs per call, flushing L2 before each, all streams drained after."""
+        torch = self.torch
+        seeds = [int(s) for s in msg["seeds"]]
+        fwd_seeds = [int(s) for s in msg["fwd_seeds"]]
+        warmup = bool(msg.get("warmup"))
+        want_fp = bool(msg.get("fingerprint"))
+        want_bounds = want_fp and self.role == "reference"
+        from kernelbench.evaluation.timing import warmup_settled
+
+        EventBase = self._EventBase
+        times, drained, fps, bounds = [], [], [], []
+        t_start = _perf_counter()
+        i = 0
+        while True:
+            k = i % len(seeds)
+            x = self._make_inputs(seeds[k])
+            self._flush()
+            self.inputs.seed_everything(fwd_seeds[k])
+            e0 = EventBase(enable_timing=True)
+            e1 = EventBase(enable_timing=True)
+            e2 = EventBase(enable_timing=True)
+            with self._no_grad():
+                self._record(e0, self.stream)
+                out = self.model(*x)
+                self._record(e1, self.stream)
+                self._sync()
+                self._record(e2, self.stream)
+                self._event_sync(e2)
+            times.append(self._elapsed(e0, e1))
+            drained.append(self._elapsed(e0, e2))
+            i += 1
+            if warmup:
+                if warmup_settled(times, _perf_counter() - t_start):
+                    break
+                continue
+            if want_fp:
+                _, leaves = self.transport.flatten(out)
+                plain = [t for t in leaves if type(t) is torch.Tensor]
+                fps.append(self.compare.fingerprint(plain))
+                if want_bounds:
+                    bounds.append(self.compare.fingerprint_bounds(plain, self.atol, self.rtol))
+            if i >= len(seeds):
+                break
+        wall = _perf_counter() - t_start
+        self.last = (x, out)
+        return {"ok": True, "times_ms": times, "drained_ms": drained, "wall_s": wall, "calls": i,
+                "fingerprints": fps, "bounds": bounds, "threads_started": _active_count() - self.threads_before}, []
+
+    def cmd_export_last(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        x, out = self.last
+        payload, b = self._export(out, x)
+        payload["ok"] = True
+        return payload, b
+
+    def cmd_check_patches(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        from kernelbench.evaluation.guards import runtime as rt
+
+        if self.snapshot is None:
+            return {"ok": True, "findings": []}, []
+        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), msg.get("when", "while running"))
+        return {"ok": True, "findings": [f.model_dump() for f in findings],
+                "threads_started": _active_count() - self.threads_before}, []
+
+    def cmd_profile(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """One forward under the profiler: which kernels ran, on which streams, for how long."""
+        torch = self.torch
+        x = self._make_inputs(int(msg["seed"]))
+        self._sync()
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            torch.cuda._sleep(1000)  # marker kernel ("spin_kernel") on the stream being timed
+            self._forward(x, int(msg["fwd_seed"]))
+            self._sync()
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            path = f.name
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        finally:
+            os.unlink(path)
+        kernels, marker = [], None
+        for ev in trace.get("traceEvents", []):
+            if ev.get("cat") != "kernel":
+                continue
+            stream = (ev.get("args") or {}).get("stream")
+            name = str(ev.get("name", ""))
+            if "spin_kernel" in name and marker is None:
+                marker = stream
+            kernels.append({"name": name[:300], "stream": stream, "dur_us": ev.get("dur", 0.0)})
+        return {"ok": True, "kernels": kernels[:2000], "marker_stream": marker}, []
+
+    def cmd_launches(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """CPU path: Triton launches counted in the interpreter during one forward."""
+        x = self._make_inputs(int(msg["seed"]))
+        self.interp_launches.clear()
+        self._forward(x, int(msg["fwd_seed"]))
+        return {"ok": True, "launches": dict(self.interp_launches)}, []
+
+    def _count_interpreter_launches(self) -> None:
+        try:
+            from triton.runtime import interpreter
+        except Exception:
+            return
+        original = interpreter.GridExecutor.__call__
+        counts = self.interp_launches
+
+        def counted(executor, *args, **kwargs):
+            fn = getattr(executor, "fn", None)
+            name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "triton_kernel")
+            counts[name] = counts.get(name, 0) + 1
+            return original(executor, *args, **kwargs)
+
+        interpreter.GridExecutor.__call__ = counted
+
+
+def _rebuild(tree: Any, leaves: list) -> Any:
+    """Put snapshot leaves back into the output's structure (tuple/list nesting)."""
+    t = tree.get("t") if isinstance(tree, dict) else None
+    if t == "tensor":
+        return leaves[tree["i"]]
+    if t in ("tuple", "list"):
+        items = [_rebuild(x, leaves) for x in tree["items"]]
+        return tuple(items) if t == "tuple" else items
+    if t == "scalar":
+        return tree.get("v")
+    return _Opaque(tree.get("type", "?"))
+
+
+class _Opaque:
+    """Stands for an output value of an unsupported type; compares as that type."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+
+def serve(role: str, device: str, fd: int) -> None:
+    from kernelbench.evaluation.channel import Channel, ChannelClosed
+
+    channel = Channel.from_fd(fd)
+    try:
+        worker = Worker(role, device)
+        channel.send({"event": "ready", "pid": os.getpid(), "env": worker.environment()})
+    except BaseException as e:
+        channel.send({"event": "failed", **_error_reply(e, "start")})
+        return
+    while True:
+        try:
+            msg, blobs = channel.recv()
+        except ChannelClosed:
+            return
+        cmd = msg.get("cmd")
+        if cmd == "exit":
+            return
+        handler = getattr(worker, f"cmd_{cmd}", None)
+        if handler is None:
+            channel.send({"ok": False, "where": "protocol", "type": "UnknownCommand", "message": str(cmd)})
+            continue
+        try:
+            reply, out_blobs = handler(msg, blobs)
+        except BaseException as e:  # SystemExit and KeyboardInterrupt from candidate code included
+            reply, out_blobs = _error_reply(e, str(msg.get("stage", cmd))), []
+        try:
+            channel.send(reply, out_blobs)
+        except ChannelClosed:
+            return
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="kernelbench-worker")
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--role", choices=["reference", "candidate", "compile"], required=True)
+    p.add_argument("--device", required=True)
+    args = p.parse_args(argv)
+    try:
+        serve(args.role, args.device, args.fd)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter shutdown: candidate atexit handlers and threads must not outlive the verdict.
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
