@@ -1,0 +1,180 @@
+"""``kernelbench roofline``: speed-of-light bounds per problem, and the hardware table behind them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kernelbench.cli.common import add_source_args, level_type, print_json
+
+PRECISION_CHOICES = ("fp32", "fp16", "bf16")
+FP32_MATH_CHOICES = ("default", "ieee", "tf32")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "roofline", help="speed-of-light (roofline) bound per problem on a GPU",
+        description="Lower bound on each problem's runtime: max(FLOPs / peak FLOP/s, minimum bytes / memory "
+                    "bandwidth). FLOPs come from PyTorch's flop counter on the reference (matmuls, convolutions, "
+                    "attention; element-wise work is not counted); bytes are inputs, outputs and weights once.",
+    )
+    p.add_argument("--level", type=level_type, default=None, help="level to bound (required unless --list-gpus)")
+    p.add_argument("--problem-id", default=None, help="only these problem ids, e.g. 1,3,5-8")
+    p.add_argument("--gpu", default=None,
+                   help="GPU to bound for: H100, H200, A100-80GB, L40S, B200 or a device name "
+                        "(default: this machine's GPU, else H100)")
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default="fp32", help="precision of inputs and weights")
+    p.add_argument("--fp32-math", choices=FP32_MATH_CHOICES, default="default",
+                   help="fp32 only: default = PyTorch's defaults (matmul on CUDA cores, convolution on TF32 tensor "
+                        "cores); ieee = everything on CUDA cores; tf32 = everything on TF32 tensor cores")
+    p.add_argument("--datasheet-only", action="store_true",
+                   help="use datasheet peaks even where measured rates exist")
+    p.add_argument("--baseline", default=None,
+                   help="baseline time file: adds PyTorch's time and the fraction of speed of light it reaches")
+    p.add_argument("--baseline-mode", default="eager", help="mode within the baseline file (default: eager)")
+    p.add_argument("--no-cache", action="store_true", help="recount every problem instead of using the cost cache")
+    p.add_argument("--list-gpus", action="store_true", help="print the hardware table and exit")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_source_args(p)
+    p.set_defaults(func=run)
+
+
+def _pick_gpu(name: str | None):
+    from kernelbench.hardware import current_gpu_spec, get_gpu_spec
+
+    if name:
+        return get_gpu_spec(name), "--gpu"
+    local = current_gpu_spec()
+    if local is not None:
+        return local, "this machine's GPU"
+    return get_gpu_spec("H100"), "default (no local GPU)"
+
+
+def _list_gpus(as_json: bool) -> int:
+    from tabulate import tabulate
+
+    from kernelbench.hardware import gpu_table
+
+    table = gpu_table()
+    if as_json:
+        print_json([s.to_dict() for s in table])
+        return 0
+    rows = []
+    for s in table:
+        m = s.measured
+        rows.append([s.name, s.architecture, s.compute_capability, s.sm_count, f"{s.memory_gb:g}", f"{s.l2_mb:g}",
+                     f"{s.memory_bandwidth_bytes_s / 1e12:.2f}", f"{s.fp32_flops / 1e12:g}",
+                     f"{s.tf32_tensor_flops / 1e12:g}", f"{s.bf16_tensor_flops / 1e12:g}",
+                     "yes" if m is not None else "no"])
+    print(tabulate(rows, headers=["GPU", "arch", "CC", "SMs", "memory GB", "L2 MB", "TB/s", "FP32 TFLOP/s",
+                                  "TF32 TC", "FP16/BF16 TC", "measured"], disable_numparse=True))
+    print("\nTensor-core rates are dense (vendors' sparsity figures halved). Sources:")
+    for s in table:
+        print(f"  {s.name}: {s.datasheet}")
+        if s.measured is not None:
+            print(f"    measured: {s.measured.source}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_gpus:
+        return _list_gpus(args.json)
+    if args.level is None:
+        print("error: --level is required (or use --list-gpus)", file=sys.stderr)
+        return 2
+
+    from tabulate import tabulate
+    from tqdm import tqdm
+
+    from kernelbench.baselines import load_baseline
+    from kernelbench.hardware import find_gpu_spec
+    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.roofline import problem_roofline
+
+    spec, why = _pick_gpu(args.gpu)
+    problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level])
+    if args.problem_id:
+        try:
+            ids = parse_id_spec(args.problem_id)
+        except ValueError as e:
+            print(f"error: --problem-id: {e}", file=sys.stderr)
+            return 2
+        problems = problems.select(ids=ids)
+
+    baseline = None
+    if args.baseline:
+        baseline = load_baseline(args.baseline, mode=args.baseline_mode)
+        base_gpu = baseline.gpu_name
+        base_spec = find_gpu_spec(base_gpu) if base_gpu else None
+        if base_gpu and (base_spec is None or base_spec.name != spec.name):
+            print(f"warning: baseline {args.baseline} was measured on {base_gpu!r}, but the bound is for "
+                  f"{spec.name}: the fractions of speed of light compare different GPUs", file=sys.stderr)
+
+    rows = []
+    for p in tqdm(list(problems), desc=f"roofline level {args.level}", unit="problem", file=sys.stderr,
+                  disable=None):
+        entry = baseline.find(p) if baseline is not None else None
+        rows.append(problem_roofline(p, spec, args.precision, args.fp32_math, not args.datasheet_only,
+                                     baseline_ms=entry.headline_ms if entry else None, use_cache=not args.no_cache))
+
+    ok = [r for r in rows if r.bound is not None]
+    fractions = [r.fraction_of_sol for r in ok if r.fraction_of_sol is not None]
+    sources = sorted({r.bound.rates_source for r in ok})
+    summary = {
+        "problems": len(rows),
+        "compute_bound": sum(1 for r in ok if r.bound.bound_by == "compute"),
+        "memory_bound": sum(1 for r in ok if r.bound.bound_by == "memory"),
+        "unavailable": len(rows) - len(ok),
+        "with_baseline": len(fractions),
+        "mean_fraction_of_sol": (sum(fractions) / len(fractions)) if fractions else None,
+        "rates_source": "+".join(sources) if sources else None,
+    }
+    if args.json:
+        print_json({"level": args.level, "source": problems.source, "gpu": spec.name, "gpu_choice": why,
+                    "gpu_spec": spec.to_dict(), "precision": args.precision, "fp32_math": args.fp32_math,
+                    "baseline": args.baseline, "baseline_mode": args.baseline_mode if args.baseline else None,
+                    "problems": [r.to_dict() for r in rows], "summary": summary})
+        return 0
+
+    headers = ["id", "name", "GFLOP", "MB moved", "bound (ms)", "bound by"]
+    if baseline is not None:
+        headers += ["baseline (ms)", "fraction of SOL"]
+    headers.append("note")
+    table = []
+    for r in rows:
+        if r.bound is None:
+            line = [r.problem_id, r.name, "-", "-", "-", "unavailable"]
+            if baseline is not None:
+                line += [_fmt(r.baseline_ms), "-"]
+            table.append(line + [_short(r.unavailable_reason)])
+            continue
+        line = [r.problem_id, r.name, f"{r.cost.flops / 1e9:.4g}", f"{r.cost.min_bytes / 1e6:.4g}",
+                f"{r.bound.bound_ms:.4g}", r.bound.bound_by]
+        if baseline is not None:
+            line += [_fmt(r.baseline_ms), "-" if r.fraction_of_sol is None else f"{r.fraction_of_sol:.1%}"]
+        table.append(line + [_short(r.cost.note or "")])
+    print(f"Speed of light on {spec.full_name} ({why}), {args.precision}"
+          + (f", fp32 math {args.fp32_math}" if args.precision == "fp32" else "")
+          + f"; rates: {summary['rates_source'] or 'n/a'}")
+    align = ["right", "left", "right", "right", "right", "left"] + (["right", "right"] if baseline else []) + ["left"]
+    print(tabulate(table, headers=headers, disable_numparse=True, colalign=align))
+    line = (f"\nlevel {args.level}: {len(rows)} problems from {problems.source}: {summary['compute_bound']} "
+            f"compute-bound, {summary['memory_bound']} memory-bound, {summary['unavailable']} unavailable")
+    if baseline is not None:
+        mean = summary["mean_fraction_of_sol"]
+        line += (f"; PyTorch {args.baseline_mode} reaches {mean:.1%} of speed of light on average "
+                 f"({len(fractions)} problems with a baseline time)" if mean is not None
+                 else "; no baseline times matched these problems")
+    print(line)
+    return 0
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _short(text: str | None, limit: int = 90) -> str:
+    """Notes stay readable in a terminal table; --json carries them in full."""
+    if not text:
+        return ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
