@@ -38,6 +38,7 @@ class ReceivedRequest:
     path: str
     headers: dict[str, str]
     body: dict
+    received_at: float = field(default_factory=time.monotonic)
 
     @property
     def prompt(self) -> str:
@@ -161,7 +162,8 @@ class LLMServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="llm-test-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="llm-test-server", daemon=True)
         self._thread.start()
         return self
 

@@ -104,6 +104,8 @@ def build_prompt(problem: Problem, backend: str = "cuda", precision: str = "fp32
                  gpu: str | GpuSpec | None = None, tolerance_mode: str = "default") -> str:
     """The first-turn prompt for one problem."""
     _check_backend(backend)
+    if precision not in _DTYPE_NAMES:
+        raise PromptError(f"unknown precision {precision!r} (choose from {', '.join(_DTYPE_NAMES)})")
     model_src, model_new_src = worked_example(backend)
     template = _environment().get_template(f"{backend}.j2")
     text = template.render(
