@@ -185,7 +185,7 @@ def evaluate_submission(
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),
             problem_source=problems.source, runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
-            evaluated_on=date.today().isoformat(), settings=settings.to_dict(), results=results,
+            evaluated_on=date.today().isoformat(), settings=_settings_record(settings), results=results,
         )
         bundle_path = write_bundle(bundle, results_dir)
     return SubmissionEvaluation(entry=entry, gpu=bundle_gpu, bundle_path=bundle_path, runs=runs,
@@ -248,3 +248,10 @@ def bundle_from_runs(
     return ResultsBundle(entry=entry, gpu=check_gpu_label(gpu), submission_sha256=submission.sha256(),
                          problem_source=problems.source, runner="imported", evaluated_on=evaluated_on,
                          results=results)
+
+
+def _settings_record(settings: EvalSettings) -> dict:
+    """Settings shared by the whole evaluation; the backend is per kernel, so it is left out."""
+    d = settings.to_dict()
+    d.pop("backend", None)
+    return d

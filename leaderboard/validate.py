@@ -133,6 +133,9 @@ def _check_metadata(report: FileReport, meta: object) -> Metadata | None:
     if not isinstance(meta, dict):
         report.add("error", "metadata-type", "'metadata' must be a JSON object with at least display_name")
         return None
+    for extra in sorted(set(meta) - set(Metadata.model_fields)):
+        report.add("warning", "metadata-unknown-field",
+                   f"metadata.{extra} is not a known field; it is kept but not shown")
     try:
         parsed = Metadata.model_validate(meta)
     except ValidationError as e:
@@ -143,9 +146,6 @@ def _check_metadata(report: FileReport, meta: object) -> Metadata | None:
         report.display_name = name if isinstance(name, str) else None
         return None
     report.display_name = parsed.display_name
-    for extra in sorted(parsed.model_extra or {}):
-        report.add("warning", "metadata-unknown-field",
-                   f"metadata.{extra} is not a known field; it is kept but not shown")
     return parsed
 
 
