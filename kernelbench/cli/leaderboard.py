@@ -181,7 +181,7 @@ def _aggregate(args: argparse.Namespace) -> int:
                      f"{s.geomean_speedup:.3f}" if s.geomean_speedup is not None else "n/a",
                      f"{s.fulldeck_geomean:.3f}"])
     print(tabulate(rows, headers=["gpu", "rank", "entry", "audit", "correct", "fast_1", "fast_2",
-                                  "geomean (correct)", "full-deck geomean"]))
+                                  "geomean (correct)", "full-deck geomean"], disable_numparse=True))
     if result.pending:
         print(f"\nnot evaluated yet: {', '.join(result.pending)}")
     print(f"\nwrote {len(result.written)} file(s) under {args.out}"
