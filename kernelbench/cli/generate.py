@@ -46,11 +46,11 @@ def non_negative_int(value: str) -> int:
     return v
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
+def add_model_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
     from kernelbench.generation.client import REASONING_EFFORTS
 
     g = p.add_argument_group("model")
-    g.add_argument("--model", required=True,
+    g.add_argument("--model", required=model_required, default=None,
                    help="litellm model string: openai/gpt-5, anthropic/claude-sonnet-4-5, deepseek/deepseek-chat, "
                         "gemini/gemini-2.5-pro, together_ai/..., or openai/<served-name> with --api-base")
     g.add_argument("--api-base", default=None,
