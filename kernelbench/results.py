@@ -186,6 +186,7 @@ class RooflineInfo(BaseModel):
     bound_ms: float
     bound_by: Literal["compute", "memory"]
     fraction_of_sol: float | None = Field(default=None, description="bound_ms / candidate median.")
+    rates_source: str | None = Field(default=None, description="Whether measured or datasheet peak rates were used.")
 
 
 class KernelResult(BaseModel):

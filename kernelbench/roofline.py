@@ -428,7 +428,8 @@ class RooflineBound:
 
         return RooflineInfo(gpu=self.gpu, precision=self.precision, flops=float(self.flops),
                             min_bytes=float(self.min_bytes), bound_ms=self.bound_ms, bound_by=self.bound_by,
-                            fraction_of_sol=fraction_of_sol(self.bound_ms, runtime_ms))
+                            fraction_of_sol=fraction_of_sol(self.bound_ms, runtime_ms),
+                            rates_source=self.rates_source)
 
     def flag_for(self, runtime_ms: float | None) -> str | None:
         """A review flag when a measured runtime is below the bound, else None."""

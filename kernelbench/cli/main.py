@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from kernelbench import __version__
@@ -73,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; results written so far are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `kernelbench problems list | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
 
 
 if __name__ == "__main__":

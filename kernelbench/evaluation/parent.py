@@ -299,6 +299,13 @@ def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
         guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
         wall_time_s=time.monotonic() - started, stage_times_s=v.stage_times,
     )
+    if result.runtime is not None and env.gpu_name:
+        from kernelbench.roofline import check_speed_of_light
+
+        chk = check_speed_of_light(job.problem, env.gpu_name, s.precision, result.runtime_ms)
+        result.roofline = chk.info
+        if chk.flag:
+            result.flags.append(chk.flag)
     speed = result.speedup
     if speed is not None and speed > s.review_speedup:
         result.flags.append(f"speedup {speed:.2f}x is above the review threshold of {s.review_speedup:g}x")

@@ -72,6 +72,8 @@ class Worker:
             self._elapsed = torch._C._CudaEventBase.elapsed_time
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
+            if role == "candidate":
+                self._warm_profiler()
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
         self.compare = compare
@@ -79,6 +81,21 @@ class Worker:
         self.transport = transport
 
     # ------------------------------------------------------------------ helpers
+    def _warm_profiler(self) -> None:
+        """Start CUPTI once while this spare waits for work: the first profile costs seconds, and it
+        imports modules that rebind torch functions, which must happen before the patch snapshot."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]):
+            self.torch.ones(8, device=self.device).add_(1)
+            self.torch.cuda.synchronize()
+
+    def _release_cached_memory(self) -> None:
+        """Give cached blocks back to the driver: two processes share one GPU."""
+        if self.is_cuda:
+            self._sync()
+            self.torch.cuda.empty_cache()
+
     def environment(self) -> dict:
         from kernelbench.evaluation.environment import collect
 
@@ -108,7 +125,7 @@ class Worker:
         torch = self.torch
         in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
         free, _ = torch.cuda.mem_get_info(self.device)
-        size = int(min(free * 0.5, max(2 * in_bytes, 256 * 1024 * 1024)))
+        size = int(min(free * 0.25, max(2 * in_bytes, 256 * 1024 * 1024)))
         if size > 0:
             big = torch.empty(size, dtype=torch.uint8, device=self.device)
             big.fill_(0xFF)
@@ -158,7 +175,8 @@ class Worker:
                 tree, leaves = self.transport.flatten(b)
                 nondeterministic = not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok
             self.model.load_state_dict(state)
-            del a, b, x
+            del a, b, x, state
+            self._release_cached_memory()
         return {"ok": True, "stochastic": stochastic, "nondeterministic": nondeterministic}, []
 
     def cmd_load(self, msg: dict, blobs: list) -> tuple[dict, list]:
@@ -273,12 +291,19 @@ class Worker:
         want_bounds = want_fp and self.role == "reference"
         from kernelbench.evaluation.timing import warmup_settled
 
+        if warmup:
+            self.exported = None
+            self._release_cached_memory()
         EventBase = self._EventBase
         times, drained, fps, bounds = [], [], [], []
         t_start = _perf_counter()
         i = 0
+        x = out = None
+        if self.last is not None:
+            self.last = None
         while True:
             k = i % len(seeds)
+            x = out = None  # free the previous call's tensors before allocating the next
             x = self._make_inputs(seeds[k])
             self._flush()
             self.inputs.seed_everything(fwd_seeds[k])

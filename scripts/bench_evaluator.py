@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""Benchmark the evaluator itself: identity candidates (ModelNew = Model) over a problem set.
+
+For each problem the candidate is the reference, so a perfect evaluator reports speedup 1.0.
+Prints, per problem: wall time of the whole evaluation (both timings included), the reference
+median, the identity speedup, timed calls per side; then a summary. Run on a GPU machine:
+
+    python scripts/bench_evaluator.py --levels 1 2 3 --out bench.json
+    python scripts/bench_evaluator.py --path ~/KernelBench/KernelBench --source directory --levels 1
+    python scripts/bench_evaluator.py --repeat 5 --level 3 --problem-id 3   # timing spread
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch  # noqa: E402
+from kernelbench.problems import load_problems  # noqa: E402
+
+
+def identity_source(problem_code: str) -> str:
+    """The reference itself as a candidate: Model renamed to ModelNew."""
+    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", problem_code, count=1)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", default="builtin")
+    p.add_argument("--path", default=None)
+    p.add_argument("--levels", type=int, nargs="*", default=[1, 2, 3])
+    p.add_argument("--level", type=int, default=None)
+    p.add_argument("--problem-id", type=int, nargs="*", default=None)
+    p.add_argument("--repeat", type=int, default=1, help="evaluate each problem this many times")
+    p.add_argument("--correctness-trials", type=int, default=5)
+    p.add_argument("--timing-budget", type=float, default=2.0)
+    p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
+    args = p.parse_args()
+    levels = [args.level] if args.level else args.levels
+    problems = load_problems(args.source, args.path, levels=levels).select(levels=levels)
+    if args.problem_id:
+        problems = problems.select(ids=args.problem_id)
+    settings = EvalSettings(backend="torch", correctness_trials=args.correctness_trials,
+                            timing_budget_s=args.timing_budget)
+    jobs = []
+    for prob in problems:
+        for r in range(args.repeat):
+            jobs.append(EvalJob(prob, identity_source(prob.code), settings, sample_id=r))
+    rows = []
+    t_start = time.perf_counter()
+    done_at = [t_start]
+
+    def on_result(i: int, res) -> None:
+        now = time.perf_counter()
+        wall = now - done_at[0]
+        done_at[0] = now
+        rows.append({
+            "level": res.level, "problem_id": res.problem_id, "name": res.problem_name, "repeat": res.sample_id,
+            "correct": res.correct, "error": res.error.one_line() if res.error else None,
+            "wall_s": wall, "eval_s": res.wall_time_s, "ref_ms": res.ref_runtime_ms, "cand_ms": res.runtime_ms,
+            "speedup": res.speedup, "n": res.runtime.n if res.runtime else 0,
+            "stage_s": res.stage_times_s, "flags": res.flags,
+            "gpu": res.environment.gpu_name if res.environment else None,
+        })
+        r = rows[-1]
+        print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "
+              f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}  "
+              f"n={r['n']:<4} {'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)
+
+    evaluate_batch(jobs, on_result=on_result, progress=False)
+    total = time.perf_counter() - t_start
+    ok = [r for r in rows if r["speedup"] is not None]
+    sp = [r["speedup"] for r in ok]
+    print("\n=== summary ===")
+    print(f"problems evaluated: {len(rows)}, correct with timing: {len(ok)}, total wall {total:.1f} s, "
+          f"mean {total / max(1, len(rows)):.2f} s per evaluation, max {max((r['wall_s'] for r in rows), default=0):.2f} s")
+    if sp:
+        within3 = sum(1 for s in sp if 0.97 <= s <= 1.03)
+        within1 = sum(1 for s in sp if 0.99 <= s <= 1.01)
+        print(f"identity speedup: min {min(sp):.4f} max {max(sp):.4f} median {statistics.median(sp):.4f}; "
+              f"within [0.97,1.03]: {within3}/{len(sp)}; within [0.99,1.01]: {within1}/{len(sp)} "
+              f"({within1 / len(sp):.0%})")
+    if args.repeat > 1:
+        by = {}
+        for r in ok:
+            by.setdefault((r["level"], r["problem_id"]), []).append(r["ref_ms"])
+        for key, vals in sorted(by.items()):
+            spread = (max(vals) - min(vals)) / statistics.median(vals)
+            print(f"repeat spread L{key[0]} #{key[1]}: ref medians {', '.join(f'{v:.4f}' for v in vals)} ms; "
+                  f"spread {spread:.2%}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"total_s": total, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The evaluator on a real GPU: CUDA and Triton candidates, failures it must survive, timing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
+from kernelbench.problems import load_builtin
+from kernelbench.results import Stage
+from tests.gpu_smoke_candidates import (
+    CUDA_COMPILE_ERROR,
+    CUDA_HANG,
+    CUDA_ILLEGAL_ACCESS,
+    CUDA_RELU,
+    TORCH_OOM,
+    TRITON_RELU,
+)
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return load_builtin([1]).get(1, 8)
+
+
+def identity(code: str) -> str:
+    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", code, count=1)
+
+
+def test_gpu_batch_survives_failures_and_keeps_every_result(relu):
+    fast = EvalSettings(backend="cuda", timing_budget_s=0.5, stage_timeout_s=20.0)
+    jobs = [
+        EvalJob(relu, CUDA_RELU, fast, 0),
+        EvalJob(relu, CUDA_ILLEGAL_ACCESS, fast, 1),
+        EvalJob(relu, CUDA_HANG, fast, 2),
+        EvalJob(relu, CUDA_COMPILE_ERROR, fast, 3),
+        EvalJob(relu, TRITON_RELU, fast.with_(backend="triton"), 4),
+        EvalJob(relu, TORCH_OOM, fast.with_(backend="torch"), 5),
+        EvalJob(relu, identity(relu.code), fast.with_(backend="torch"), 6),
+    ]
+    seen = []
+    results = evaluate_batch(jobs, on_result=lambda i, r: seen.append(i), progress=False)
+    assert sorted(seen) == list(range(len(jobs)))
+    ok, illegal, hang, broken, triton_ok, oom, ident = results
+    assert ok.correct and ok.speedup is not None, ok.error
+    assert not illegal.correct and illegal.error.stage in (Stage.RUN, Stage.CRASH)
+    assert "illegal" in illegal.error.message.lower() or illegal.error.stage == Stage.CRASH
+    assert hang.error.stage == Stage.TIMEOUT
+    assert broken.error.stage == Stage.COMPILE and not broken.compiled
+    assert "this_is_not_cuda" in (broken.compile_log or broken.error.message)
+    assert triton_ok.correct and triton_ok.speedup is not None, triton_ok.error
+    assert oom.error.stage == Stage.RUN and "OutOfMemory" in oom.error.type
+    assert ident.correct and 0.9 < ident.speedup < 1.1
+
+
+def test_cuda_build_cache_makes_the_second_evaluation_fast(relu, tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    s = EvalSettings(backend="cuda", measure_timing=False)
+    first = evaluate_batch([EvalJob(relu, CUDA_RELU, s)], progress=False)[0]
+    second = evaluate_batch([EvalJob(relu, CUDA_RELU, s)], progress=False)[0]
+    assert first.correct and second.correct
+    assert second.stage_times_s["load"] < 2.0 < first.stage_times_s["load"]
