@@ -40,7 +40,7 @@ def main() -> int:
     p.add_argument("--problem-id", type=int, nargs="*", default=None)
     p.add_argument("--repeat", type=int, default=1, help="evaluate each problem this many times")
     p.add_argument("--correctness-trials", type=int, default=5)
-    p.add_argument("--timing-budget", type=float, default=2.0)
+    p.add_argument("--timing-budget", type=float, default=1.0)
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
     args = p.parse_args()
     levels = [args.level] if args.level else args.levels
@@ -68,6 +68,9 @@ def main() -> int:
             "speedup": res.speedup, "n": res.runtime.n if res.runtime else 0,
             "stage_s": res.stage_times_s, "flags": res.flags,
             "gpu": res.environment.gpu_name if res.environment else None,
+            "cand_samples": res.runtime.samples_ms if res.runtime else [],
+            "ref_samples": res.ref_runtime.samples_ms if res.ref_runtime else [],
+            "timing_note": res.timing_note,
         })
         r = rows[-1]
         print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "

@@ -43,6 +43,9 @@ def test_gpu_batch_survives_failures_and_keeps_every_result(relu):
     ]
     seen = []
     results = evaluate_batch(jobs, on_result=lambda i, r: seen.append(i), progress=False)
+    for r in results:
+        print(r.sample_id, r.verdict(), r.error.one_line() if r.error else "", r.speedup,
+              {k: round(v, 2) for k, v in r.stage_times_s.items()}, [(f.rule, f.severity) for f in r.guard_findings])
     assert sorted(seen) == list(range(len(jobs)))
     ok, illegal, hang, broken, triton_ok, oom, ident = results
     assert ok.correct and ok.speedup is not None, ok.error

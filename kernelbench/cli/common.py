@@ -62,7 +62,7 @@ def add_eval_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
                    help="default: 1e-4 for fp32, 1e-2 for fp16/bf16; kernelbench-v0.1: 1e-2 everywhere")
     g.add_argument("--no-timing", action="store_true", help="check correctness only")
-    g.add_argument("--timing-budget", type=float, default=2.0, help="seconds of timed calls per side")
+    g.add_argument("--timing-budget", type=float, default=1.0, help="seconds of timed calls per side")
     g.add_argument("--device", default=None, help="cuda:N or cpu (default: first GPU, else CPU)")
 
 

@@ -40,7 +40,7 @@ class EvalSettings:
     rtol: float | None = None
     measure_timing: bool = True
     #: Wall-clock seconds of timed calls per side (candidate, reference) before stopping.
-    timing_budget_s: float = 2.0
+    timing_budget_s: float = 1.0
     #: Stop timing once the relative standard error of both medians is under this.
     target_rse: float = 0.005
     min_timing_trials: int = 20
