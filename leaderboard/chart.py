@@ -85,7 +85,7 @@ def fast_p_chart(series: Sequence[Series], ps: Sequence[float], title: str = "fa
         color = PALETTE[i % len(PALETTE)]
         lx = left + (i % 3) * (pw / 3)
         ly = height + 4 + 22 * (i // 3)
-        label = escape(s.label if len(s.label) <= 34 else s.label[:33] + "…")
+        label = escape(s.label if len(s.label) <= 28 else s.label[:27] + "…")
         parts.append(f'<g class="legend"><rect x="{lx:.1f}" y="{ly:.1f}" width="14" height="4" fill="{color}"/>'
                      f'<text x="{lx + 20:.1f}" y="{ly + 6:.1f}">{label}</text></g>')
     parts.append("</svg>")

@@ -1,5 +1,6 @@
 // Sortable tables for the KernelBench leaderboard (progressive enhancement: the server-rendered
-// order is already the ranking; this only lets a reader re-sort by another column).
+// order is already the ranking; this only lets a reader re-sort by another column), and opening
+// the kernel source a "view" link points at.
 (function () {
   "use strict";
 
@@ -53,7 +54,16 @@
     });
   }
 
+  // "view" links point at a collapsed <details> holding a kernel's source: open it on arrival.
+  function openTarget() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var el = id ? document.getElementById(id) : null;
+    if (el && el.tagName === "DETAILS") { el.open = true; }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), enhance);
+    openTarget();
   });
+  window.addEventListener("hashchange", openTarget);
 })();

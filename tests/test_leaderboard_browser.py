@@ -1,0 +1,181 @@
+"""The built site in a real headless Chromium, served over HTTP on 127.0.0.1.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` packages and the ``selenium`` package (pointed
+at /usr/bin/chromedriver, so nothing is downloaded). Screenshots land in the pytest tmp dir and in
+``test-artifacts/`` at the repository root for a person to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures.leaderboard import factory as F
+
+from leaderboard.site import build_site
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("needs Debian's chromium and chromium-driver packages (apt-get install -y chromium chromium-driver)",
+                allow_module_level=True)
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    requests: list[tuple[str, int]]
+
+    def log_request(self, code="-", size="-"):
+        self.requests.append((self.path, int(code) if str(code).isdigit() else 0))
+
+    def log_message(self, format, *args):  # noqa: A002 - keep test output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[tuple[str, Path, list]]:
+    root = tmp_path_factory.mktemp("browser")
+    data = F.build_board(root)
+    site = root / "site"
+    build_site(data, site)
+    requests: list[tuple[str, int]] = []
+    handler = type("Handler", (_Handler,), {"requests": requests})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", data, requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _driver(tmp_path: Path, javascript: bool = True):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-extensions",
+                 "--window-size=1300,1000", f"--user-data-dir={tmp_path / ('profile-js' if javascript else 'profile')}"):
+        opts.add_argument(flag)
+    if not javascript:
+        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def _rows(driver) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [r.get_attribute("data-entry") for r in driver.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")]
+
+
+def _screenshot(driver, tmp_path: Path, name: str) -> Path:
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1300, min(max(height, 800), 4000))
+    shot = tmp_path / name
+    driver.save_screenshot(str(shot))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / name)
+    return shot
+
+
+def _console_errors(driver) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
+
+
+def test_ranking_sorting_navigation_and_console(served, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    base, data, requests = served
+    index = json.loads((data / "index.json").read_text())
+    expected = [e["entry"] for e in sorted((e for e in index["entries"] if e["gpu"] == "H100"),
+                                           key=lambda e: (e["rank"] is None, e["rank"] or 0))]
+    driver = _driver(tmp_path)
+    errors: list[dict] = []
+    try:
+        driver.get(f"{base}/index.html")
+        assert driver.title.startswith("Overall · H100")
+        assert _rows(driver) == expected == ["beta", "alpha", "gamma"]
+        name_cell = driver.find_element(By.CSS_SELECTOR, '#ranking tr[data-entry="beta"] td.name a')
+        assert name_cell.text == F.HOSTILE_NAME  # shown as text, not run as markup
+        assert driver.execute_script("return window.__xss === undefined && !document.querySelector('td script')")
+
+        headers = {h.text.strip(" ↕▲▼"): h for h in driver.find_elements(By.CSS_SELECTOR, "#ranking thead th")}
+        kernels_btn = headers["Kernels"].find_element(By.TAG_NAME, "button")
+        kernels_btn.click()  # numbers sort descending first: 4, 3, 2 kernels with results
+        assert _rows(driver) == ["alpha", "beta", "gamma"]
+        assert headers["Kernels"].get_attribute("aria-sort") == "descending"
+        assert headers["Full-deck geomean"].get_attribute("aria-sort") == "none"
+        kernels_btn.click()
+        assert _rows(driver) == ["gamma", "beta", "alpha"]
+        assert headers["Kernels"].get_attribute("aria-sort") == "ascending"
+        headers["#"].find_element(By.TAG_NAME, "button").click()  # back to the ranking
+        assert _rows(driver) == expected
+        headers["Full-deck geomean"].find_element(By.TAG_NAME, "button").click()
+        assert _rows(driver) == ["gamma", "beta", "alpha"]  # the excluded entry's raw score is the highest
+        driver.get(f"{base}/index.html")
+        _screenshot(driver, tmp_path, "leaderboard.png")
+        errors += _console_errors(driver)
+
+        driver.find_element(By.CSS_SELECTOR, '#ranking tr[data-entry="alpha"] td.name a').click()
+        assert driver.current_url.endswith("/entries/alpha__H100.html")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Alpha Model"
+        verdicts = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#problems tbody td:nth-child(2)")]
+        assert verdicts == ["correct", "correct", "incorrect", "missing", "correct", "missing"]
+        source = driver.find_element(By.ID, "src-level_2_problem_1_sample_0")
+        assert source.get_attribute("open") is None
+        driver.find_element(By.CSS_SELECTOR, 'a[href="#src-level_2_problem_1_sample_0"]').click()
+        assert source.get_attribute("open") is not None
+        assert "class ModelNew" in source.find_element(By.TAG_NAME, "code").text
+        _screenshot(driver, tmp_path, "leaderboard-entry.png")
+        errors += _console_errors(driver)
+
+        driver.find_element(By.LINK_TEXT, "L1 · 1_ReLU").click()
+        assert driver.current_url.endswith("/problems/level1_1.html")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "1_ReLU"
+        errors += _console_errors(driver)
+
+        driver.find_element(By.LINK_TEXT, "Ranking").click()
+        driver.find_element(By.LINK_TEXT, "A100").click()
+        assert driver.current_url.endswith("/gpu/A100/index.html")
+        assert _rows(driver) == ["alpha"]
+        driver.find_element(By.LINK_TEXT, "Problems").click()
+        driver.find_element(By.LINK_TEXT, "2_Add_Tanh").click()
+        assert "No entry has a correct kernel" in driver.find_element(By.TAG_NAME, "main").text
+        driver.find_element(By.LINK_TEXT, "How to submit").click()
+        assert driver.find_element(By.TAG_NAME, "h1").text == "How to submit"
+        errors += _console_errors(driver)
+    finally:
+        driver.quit()
+    assert errors == []
+    assert requests and all(status in (200, 304) for _, status in requests), requests
+    assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10_000
+
+
+def test_ranking_is_readable_with_javascript_off(served, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    base, _, _ = served
+    driver = _driver(tmp_path, javascript=False)
+    try:
+        driver.get(f"{base}/gpu/H100/level2.html")
+        assert _rows(driver) == ["alpha", "beta", "gamma"]
+        assert driver.find_elements(By.CSS_SELECTOR, "#ranking th button") == []  # not enhanced: no JS ran
+        first = driver.find_element(By.CSS_SELECTOR, "#ranking tbody tr").text
+        assert "Alpha Model" in first and "2.00×" in first
+        driver.find_element(By.LINK_TEXT, "A100").click()  # the GPU selector is a plain link
+        assert _rows(driver) == ["alpha"]
+    finally:
+        driver.quit()
