@@ -1,0 +1,105 @@
+"""Evaluating a submission: jobs, the gate, GPU labels, and the whole path on the CPU (Triton interpreter)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fixtures.leaderboard import factory as F
+
+from kernelbench.cli.main import main as kb_main
+from kernelbench.evaluation.settings import EvalSettings
+from kernelbench.results import EnvironmentInfo
+from leaderboard.aggregate import AggregateConfig, aggregate
+from leaderboard.errors import SubmissionError
+from leaderboard.evaluate import build_jobs, evaluate_submission, measured_gpu
+from leaderboard.schema import load_submission
+from leaderboard.site import build_site
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return F.problems()
+
+
+def test_build_jobs_one_per_ranked_kernel_with_its_backend(tmp_path, problems):
+    path = F.write_submission(tmp_path / "s.json", F.submission_dict(kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu"),
+        "level_1_problem_1_sample_1": F.kernel("triton_relu"),
+        "level_2_problem_2_sample_0": F.kernel("cuda_relu"),
+    }))
+    jobs = build_jobs(load_submission(path), problems, EvalSettings(correctness_trials=2))
+    assert [(j.key, j.settings.backend, j.problem.name) for j in jobs] == [
+        ("level_1_problem_1_sample_0", "triton", "1_ReLU"), ("level_2_problem_2_sample_0", "cuda", "2_Add_Tanh")]
+    assert all(j.settings.correctness_trials == 2 for j in jobs)
+    unknown = F.write_submission(tmp_path / "u.json", F.submission_dict(kernels={
+        "level_1_problem_42_sample_0": F.kernel("triton_relu")}))
+    with pytest.raises(SubmissionError, match="level_1_problem_42_sample_0"):
+        build_jobs(load_submission(unknown), problems, EvalSettings())
+
+
+def test_invalid_submissions_are_refused_before_any_evaluation(tmp_path, problems):
+    path = F.write_submission(tmp_path / "bad.json", F.submission_dict(kernels={
+        "level_1_problem_1_sample_0": "def (", "level_1_problem_9_sample_0": F.kernel("triton_relu")}))
+    with pytest.raises(SubmissionError, match="2 validation error"):
+        evaluate_submission(path, problems, EvalSettings(), runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_measured_gpu_labels():
+    def r(gpu, device="cuda:0"):
+        res = F.result(1, 1)
+        return res.model_copy(update={"environment": EnvironmentInfo(device=device, gpu_name=gpu)})
+
+    assert measured_gpu([r("NVIDIA H100 80GB HBM3"), r("NVIDIA H100 PCIe")], "X") == "H100"
+    assert measured_gpu([r("NVIDIA H200"), r("NVIDIA H200"), r("NVIDIA H100 80GB HBM3")], "X") == "H200"
+    assert measured_gpu([r(None, "cpu")], "X") == "CPU"
+    assert measured_gpu([], "B200") == "B200"
+
+
+@pytest.mark.slow
+def test_evaluate_resume_aggregate_build_on_cpu(tmp_path, problems, capsys):
+    """The whole path with the real evaluator: Triton kernels run under the interpreter on the CPU."""
+    sub = F.write_submission(tmp_path / "submissions" / "cpu_entry.json", F.submission_dict("CPU Entry", kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu"),
+        "level_1_problem_3_sample_0": F.kernel("triton_sum_wrong"),
+    }))
+    args = ["leaderboard", "evaluate", str(sub), "--runs-dir", str(tmp_path / "runs"),
+            "--results-dir", str(tmp_path / "data" / "evaluations"), "--correctness-trials", "2",
+            "--source", "directory", "--path", str(F.PROBLEMS_DIR)]
+    assert kb_main(args) == 0
+    out = capsys.readouterr().out
+    assert "cpu_entry on CPU: 2 evaluated now, 0 reused" in out
+    bundle_path = tmp_path / "data" / "evaluations" / "cpu_entry__CPU.json"
+    bundle = json.loads(bundle_path.read_text())
+    verdicts = {(r["level"], r["problem_id"]): (r["correct"], r["backend"]) for r in bundle["results"]}
+    assert verdicts == {(1, 1): (True, "triton"), (1, 3): (False, "triton")}
+    assert bundle["submission_sha256"] == load_submission(sub).sha256()
+    eval_results = json.loads((tmp_path / "runs" / "cpu_entry_CPU_level1" / "eval_results.json").read_text())
+    assert sorted(eval_results) == ["1", "3"]
+
+    # resume: nothing left to do, the results are reused as they are
+    again = evaluate_submission(sub, problems, EvalSettings(correctness_trials=2), runs_dir=tmp_path / "runs",
+                                results_dir=tmp_path / "data" / "evaluations", progress=False)
+    assert (again.n_evaluated, again.n_reused, again.gpu) == (0, 2, "CPU")
+
+    # a changed kernel is evaluated again, and only that one
+    data = json.loads(sub.read_text())
+    data["kernels"]["level_1_problem_3_sample_0"] = F.kernel("triton_sigmoid").replace("sigmoid", "wrong")
+    sub.write_text(json.dumps(data))
+    third = evaluate_submission(sub, problems, EvalSettings(correctness_trials=2), runs_dir=tmp_path / "runs",
+                                results_dir=tmp_path / "data" / "evaluations", progress=False)
+    assert (third.n_evaluated, third.n_reused) == (1, 1)
+
+    aggregate(problems, AggregateConfig(submissions_dir=tmp_path / "submissions",
+                                        evaluations_dir=tmp_path / "data" / "evaluations",
+                                        baselines_dir=tmp_path / "baselines", exclusions_path=None,
+                                        out_dir=tmp_path / "data"))
+    index = json.loads((tmp_path / "data" / "index.json").read_text())
+    (entry,) = index["entries"]
+    assert entry["gpu"] == "CPU" and entry["audit"]["status"] == "clean"
+    assert entry["scores"]["levels"]["1"]["n_correct"] == 1
+    assert entry["scores"]["overall"]["geomean_speedup"] is None  # the CPU path measures no speedups
+    build_site(tmp_path / "data", tmp_path / "site")
+    page = (tmp_path / "site" / "entries" / "cpu_entry__CPU.html").read_text()
+    assert ">correct<" in page and ">incorrect<" in page
