@@ -4,18 +4,24 @@ Tests script it with a queue of :class:`Reply` objects (status code, headers, de
 responder function that builds a reply from the request; every request received is recorded
 (path, headers, JSON body), so a test can check the prompt that was sent and that no secret
 travelled where it should not.
+
+The end of the module holds tiny KernelBench problems and real Triton kernels for them, so that
+tests can run generate -> evaluate -> analyse on the CPU path in seconds (the built-in suite is
+sized for an H100 and the CPU path runs Triton under the interpreter).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import textwrap
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -183,3 +189,135 @@ class LLMServer:
     def chat_requests(self) -> list[ReceivedRequest]:
         with self._lock:
             return [r for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
+
+
+# ---------------------------------------------------------------- tiny problems and kernel replies
+ADD_RELU = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, a, b):
+            return torch.relu(a + b)
+
+
+    def get_inputs():
+        return [torch.randn(48, 80), torch.randn(48, 80)]
+
+
+    def get_init_inputs():
+        return []
+''').lstrip()
+
+SCALE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+
+        def forward(self, x):
+            return x * self.factor
+
+
+    def get_inputs():
+        return [torch.randn(33, 65)]
+
+
+    def get_init_inputs():
+        return [3.0]
+''').lstrip()
+
+# A correct Triton candidate for each tiny problem.
+TRITON_ADD_RELU = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def add_relu_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        a = tl.load(a_ptr + offs, mask=mask)
+        b = tl.load(b_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.maximum(a + b, 0.0), mask=mask)
+
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, a, b):
+            a = a.contiguous()
+            b = b.contiguous()
+            out = torch.empty_like(a)
+            n = out.numel()
+            add_relu_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
+            return out
+''').lstrip()
+
+TRITON_SCALE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, factor, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+    class ModelNew(nn.Module):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+
+        def forward(self, x):
+            x = x.contiguous()
+            out = torch.empty_like(x)
+            n = out.numel()
+            scale_kernel[(triton.cdiv(n, 1024),)](x, out, self.factor, n, BLOCK=1024)
+            return out
+''').lstrip()
+
+# Wrong on purpose: ignores the factor, so the correctness check must fail it.
+TRITON_SCALE_WRONG = TRITON_SCALE.replace("* factor", "* 2.0")
+
+KERNELS = {1: TRITON_ADD_RELU, 2: TRITON_SCALE}
+
+
+def make_problem_dir(root: Path) -> Path:
+    level = root / "level1"
+    level.mkdir(parents=True, exist_ok=True)
+    (level / "1_Add_ReLU.py").write_text(ADD_RELU)
+    (level / "2_Scale.py").write_text(SCALE)
+    return root
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    return f"```{lang}\n{code.rstrip()}\n```"
+
+
+def problem_id_in(prompt: str) -> int:
+    m = re.search(r"level \d+, problem (\d+):", prompt)
+    assert m, "prompt does not name its problem"
+    return int(m.group(1))
+
+
+def kernel_reply(req: ReceivedRequest) -> Reply:
+    """Answer each prompt with the right kernel, wrapped the way models wrap it."""
+    pid = problem_id_in(req.prompt)
+    return Reply(content=f"<think>\nDraft:\n{fenced('class ModelNew: pass')}\n</think>\nHere is the kernel:\n"
+                         f"{fenced(KERNELS[pid])}\nIt fuses the work into one launch.")

@@ -1,0 +1,76 @@
+"""Score a run: fast_p, geometric-mean speedup, pass@k (KernelBench's ``benchmark_eval_analysis.py`` arguments).
+
+    python scripts/benchmark_eval_analysis.py run_name=my_run level=1 hardware=H100 baseline=baseline_time_torch
+    python scripts/benchmark_eval_analysis.py run_name=my_run level=1 baseline_file=baselines/H100.json
+
+The baseline file is ``baseline_file`` if given, else results/timing/<hardware>/<baseline>.json
+(KernelBench's layout), else baselines/<hardware>.json; with neither hardware nor baseline the
+speedups are those measured against the reference in the same session. Runs ``kernelbench analyze``
+and writes runs/<run_name>/analysis_results.json unless output_file says otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import _kv
+from _kv import REQUIRED, Key
+
+PROG = "benchmark_eval_analysis.py"
+KEYS = [
+    Key("run_name", "str", REQUIRED, "run to score (<runs_dir>/<run_name>)"),
+    Key("runs_dir", "str", "runs", "parent folder of runs"),
+    Key("level", "int", REQUIRED, "level of the run"),
+    Key("hardware", "str", None, "GPU the baseline was measured on (e.g. H100)"),
+    Key("baseline", "str", None, "baseline name under results/timing/<hardware>/ (e.g. baseline_time_torch)"),
+    Key("baseline_file", "str", None, "baseline file path (overrides hardware/baseline)"),
+    Key("baselines_dir", "str", "baselines", "folder of per-GPU baseline files (<hardware>.json)"),
+    Key("output_file", "str", None, "where to write the scores (default <run dir>/analysis_results.json)"),
+    Key("sample_policy", "str", "first", "first (sample 0, KernelBench) or best (best correct sample)"),
+    Key("subset", "list", None, "problem ids to score (not supported: scores cover the whole level)"),
+]
+
+
+def baseline_path(args: _kv.KvArgs) -> str | None:
+    if args.baseline_file:
+        return str(args.baseline_file)
+    if not args.hardware and not args.baseline:
+        return None
+    tried = []
+    if args.hardware and args.baseline:
+        tried.append(Path("results") / "timing" / args.hardware / f"{args.baseline}.json")
+    if args.hardware:
+        tried.append(Path(args.baselines_dir) / f"{args.hardware}.json")
+    for p in tried:
+        if p.is_file():
+            return str(p)
+    if not tried:
+        raise _kv.KvError("baseline= needs hardware= (or give baseline_file=)")
+    raise _kv.KvError(f"no baseline file: tried {', '.join(map(str, tried))}; pass baseline_file=<path>")
+
+
+def build_argv(args: _kv.KvArgs) -> list[str]:
+    if args.subset is not None and _kv.subset_to_ids(args.subset) is not None:
+        raise _kv.KvError("subset= is not supported: scores are over the whole level (missing kernels count as "
+                          "incorrect); evaluate a smaller run instead")
+    run_dir = Path(args.runs_dir) / args.run_name
+    argv = ["analyze", "--run-dir", str(run_dir), "--level", str(args.level),
+            "--sample-policy", str(args.sample_policy),
+            "--output", str(args.output_file or run_dir / "analysis_results.json")]
+    _kv.add(argv, "--baseline", baseline_path(args))
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _kv.parse_or_exit(PROG, __doc__.strip().splitlines()[0], KEYS, argv)
+    try:
+        kb_argv = build_argv(args)
+    except _kv.KvError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    return _kv.run_kernelbench(PROG, kb_argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
