@@ -1,0 +1,198 @@
+"""The Modal app, offline: its objects build, its GPU functions carry the right options, the
+image recipe holds what evaluation needs, ``modal run ... --help`` lists the entry points'
+options, and a GPU function's body run locally gives the local runner's verdict.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelbench.runners.modal_runner import (
+    MODAL_GPUS,
+    ModalRunner,
+    function_name,
+    job_to_wire,
+    result_from_wire,
+)
+
+modal = pytest.importorskip("modal")
+
+REPO = Path(__file__).resolve().parent.parent
+HAVE_EVALUATOR = importlib.util.find_spec("kernelbench.evaluation.parent") is not None
+
+ARCH = {"H100": "9.0", "A100-80GB": "8.0", "L40S": "8.9", "B200": "10.0"}
+
+
+@pytest.fixture(scope="module")
+def app_module():
+    import modal_app.app as app_module
+
+    return app_module
+
+
+def test_app_builds_offline_with_one_function_per_gpu_and_kind(app_module):
+    assert isinstance(app_module.app, modal.App)
+    assert app_module.app.name == "kernelbench"
+    for gpu in MODAL_GPUS:
+        for kind in ("evaluate", "baselines"):
+            fn = getattr(app_module, function_name(kind, gpu))
+            assert isinstance(fn, modal.Function)
+    assert tuple(app_module.EVALUATE_FUNCTIONS) == MODAL_GPUS
+
+
+@pytest.mark.parametrize("gpu", MODAL_GPUS)
+@pytest.mark.parametrize("kind", ["evaluate", "baselines"])
+def test_gpu_function_options(app_module, gpu, kind):
+    from modal_app import versions
+
+    info = getattr(app_module, function_name(kind, gpu)).info()
+    requested = "H100!" if gpu == "H100" else gpu  # H100 pinned: no silent upgrade to H200
+    assert info.gpus == [(requested, 1)]
+    assert info.timeout == (versions.EVALUATE_TIMEOUT_S if kind == "evaluate" else versions.BASELINES_TIMEOUT_S)
+    assert 0 < info.max_retries <= 3
+    assert info.block_network is True  # no network for the code under evaluation
+    assert info.secrets == []  # no secrets mounted (function env would show up here as a secret)
+    assert list(info.volumes) == ["/cache"]
+    assert info.volumes["/cache"].name == "kernelbench-compile-cache"
+    assert info.volumes["/cache"].read_only is False
+
+
+@pytest.mark.parametrize("gpu", MODAL_GPUS)
+def test_image_recipe_targets_its_gpu_and_pins_the_tested_stack(gpu):
+    from modal_app import versions
+    from modal_app.image import recipe_for
+
+    recipe = recipe_for(gpu)
+    assert recipe.env["TORCH_CUDA_ARCH_LIST"] == ARCH[gpu]
+    assert re.fullmatch(r"nvidia/cuda:13\.0\.\d+-devel-ubuntu\d\d\.\d\d", recipe.base_image)
+    assert recipe.python_version == "3.12"
+    pins = recipe.pinned()
+    assert pins["torch"] == "2.11.0+cu130"
+    assert pins["triton"] == "3.6.0"
+    torch_step = next(step for step in recipe.pip_steps if any(p.startswith("torch==") for p in step[0]))
+    assert torch_step[1] == "https://download.pytorch.org/whl/cu130"
+    assert recipe.env["KERNELBENCH_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
+    assert recipe.env["TRITON_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
+    steps = recipe.steps()
+    assert steps[0][0] == "from_registry"
+    assert steps[-1] == ("add_local_python_source", ("kernelbench", "modal_app"))  # source last
+    assert [kind for kind, _ in steps].count("add_local_python_source") == 1
+
+
+def test_image_recipe_pins_every_runtime_dependency_of_the_package():
+    tomllib = pytest.importorskip("tomllib")
+
+    from modal_app.image import recipe_for
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].strip().lower() for d in deps}
+    pins = recipe_for("H100").pinned()
+    missing = sorted(names - set(pins))
+    assert not missing, f"pyproject dependencies missing from the Modal image: {missing}"
+    assert all(re.fullmatch(r"\d+(\.\d+)*(\+\w+)?", v) for v in pins.values())
+
+
+def test_images_differ_only_in_their_architecture():
+    from modal_app.image import recipe_for
+
+    base = recipe_for("H100")
+    for gpu in MODAL_GPUS:
+        other = recipe_for(gpu)
+        assert other.pip_steps == base.pip_steps and other.base_image == base.base_image
+        assert {k: v for k, v in other.env.items() if k != "TORCH_CUDA_ARCH_LIST"} == \
+               {k: v for k, v in base.env.items() if k != "TORCH_CUDA_ARCH_LIST"}
+
+
+def test_build_image_gives_a_lazy_modal_image():
+    from modal_app.image import build_image, recipe_for
+
+    image = build_image(recipe_for("L40S"))
+    assert isinstance(image, modal.Image)
+
+
+def test_runner_for_binds_the_app_functions_without_a_token_lookup(app_module):
+    r = app_module.runner_for("a100_80gb")
+    assert isinstance(r, ModalRunner) and r.gpu == "A100-80GB" and r.label == "modal:A100-80GB"
+    assert r._function is app_module.evaluate_a100_80gb
+    assert r._baselines_function is app_module.baselines_a100_80gb
+
+
+ENTRY_OPTIONS = {
+    "evaluate_kernel": ["--kernel-file", "--level", "--problem-id", "--gpu", "--source", "--path", "--backend",
+                        "--precision", "--correctness-trials", "--tolerance-mode", "--timing / --no-timing",
+                        "--timing-budget", "--output"],
+    "evaluate_run": ["--run-dir", "--gpu", "--level", "--source", "--backend", "--precision",
+                     "--timing / --no-timing"],
+    "baselines": ["--gpu", "--levels", "--modes", "--source", "--output", "--resume / --no-resume"],
+    "eval_submission": ["--submission", "--gpu", "--runs-dir", "--results-dir", "--entry", "--source"],
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_OPTIONS))
+def test_modal_run_help_lists_the_entry_points_options(entry):
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", f"modal_app/app.py::{entry}", "--help"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for option in ENTRY_OPTIONS[entry]:
+        assert option in proc.stdout, f"{option} missing from {entry} --help"
+    assert "[H100|A100-80GB|L40S|B200]" in proc.stdout
+    assert "_" not in " ".join(re.findall(r"--[\w-]+", proc.stdout))  # kebab-case options only
+
+
+RELU = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+    def get_inputs():
+        return [torch.randn(32, 16)]
+
+    def get_init_inputs():
+        return []
+''')
+CANDIDATES = {
+    "correct": RELU.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
+    "wrong": RELU.replace("class Model(", "class ModelNew(").replace("torch.relu(x)", "x.abs()").split("def get_inputs")[0],
+    "broken": "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_EVALUATOR, reason="kernelbench.evaluation.parent (the evaluator) is not written yet")
+@pytest.mark.parametrize("kind", ["wrong"])
+def test_gpu_function_body_gives_the_local_runners_verdict(app_module, tmp_path, kind):
+    from kernelbench.evaluation.settings import EvalJob, EvalSettings
+    from kernelbench.problems import load_directory
+    from kernelbench.runners import get_runner
+
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_ReLU.py").write_text(RELU)
+    problem = load_directory(tmp_path).get(1, 1)
+    job = EvalJob(problem=problem, candidate_source=CANDIDATES[kind],
+                  settings=EvalSettings(backend="torch", correctness_trials=2, measure_timing=False))
+
+    (local,) = get_runner("local").run([job], progress=False)
+    index, remote = result_from_wire(app_module.evaluate_h100.local(job_to_wire(job, 0)))
+
+    assert index == 0
+    assert remote.key == local.key and remote.problem_hash == local.problem_hash
+    assert (remote.compiled, remote.correct) == (local.compiled, local.correct)
+    assert (remote.error is None) == (local.error is None)
+    if local.error is not None:
+        assert (remote.error.stage, remote.error.type) == (local.error.stage, local.error.type)
+    if local.correctness is not None:
+        assert remote.correctness.trials_run == local.correctness.trials_run
+        assert remote.correctness.trials_passed == local.correctness.trials_passed
+    assert remote.environment.device == local.environment.device
+    assert remote.guard_findings == local.guard_findings
+    assert (kind == "correct") == remote.correct

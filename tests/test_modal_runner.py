@@ -1,0 +1,391 @@
+"""ModalRunner: token check, wire format, and fan-out/ordering/resume/partial failure.
+
+Modal's cloud is unreachable here, so the fan-out tests use an in-process stand-in that honours
+``Function.map``'s contract (inputs in, outputs in completion order, exceptions as values with
+``return_exceptions=True``) and runs the real GPU-function body, which calls the real evaluator
+on the CPU. Nothing pretends to be Modal's cloud: the stand-in is a thread loop in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelbench.errors import KernelBenchError
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.problems import load_directory
+from kernelbench.results import KernelResult, Stage
+from kernelbench.runners import get_runner
+from kernelbench.runners.modal_runner import (
+    REMOTE_ERROR_TYPE,
+    WIRE_VERSION,
+    ModalRunner,
+    WireFormatError,
+    canonical_gpu,
+    function_name,
+    is_remote_failure,
+    job_from_wire,
+    job_to_wire,
+    modal_token_available,
+    result_from_wire,
+    result_to_wire,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+HAVE_EVALUATOR = importlib.util.find_spec("kernelbench.evaluation.parent") is not None
+needs_evaluator = pytest.mark.skipif(not HAVE_EVALUATOR,
+                                     reason="kernelbench.evaluation.parent (the evaluator) is not written yet")
+
+# ---------------------------------------------------------------------------------------------
+# Small problems and candidates (CPU-sized: the built-in suite's tensors are GPU-sized)
+
+RELU = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(64, 32)]
+
+def get_init_inputs():
+    return []
+'''
+TANH = RELU.replace("torch.relu(x)", "torch.tanh(x)")
+SCALE = RELU.replace("torch.relu(x)", "x * 2.0")
+
+GOOD = {
+    1: RELU.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
+    2: TANH.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
+    3: SCALE.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
+}
+WRONG = GOOD[1].replace("torch.relu(x)", "x + 1.0")
+BROKEN = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory):
+    root = tmp_path_factory.mktemp("problems")
+    (root / "level1").mkdir()
+    for pid, name, code in [(1, "ReLU", RELU), (2, "Tanh", TANH), (3, "Scale", SCALE)]:
+        (root / "level1" / f"{pid}_{name}.py").write_text(textwrap.dedent(code))
+    return load_directory(root)
+
+
+SETTINGS = EvalSettings(backend="torch", correctness_trials=1, measure_timing=False, device="cpu")
+
+
+def job(problems, pid: int, source: str | None = None, sample_id: int = 0) -> EvalJob:
+    return EvalJob(problem=problems.get(1, pid), candidate_source=source or GOOD[pid], settings=SETTINGS,
+                   sample_id=sample_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# The in-process stand-in
+
+
+class Interrupted(KeyboardInterrupt):
+    """What Ctrl-C raises in the middle of a map."""
+
+
+class InProcessFunction:
+    """``Function.map`` in this process: runs ``body`` on each input in ``order`` and yields as each finishes.
+
+    ``order`` permutes the inputs (Modal yields in completion order, which is not input order);
+    ``fail`` maps an input index to the exception Modal would hand back for it after its
+    retries; ``stop_after`` raises ``raise_after`` once that many outputs were yielded.
+    """
+
+    def __init__(self, body: Callable[[dict], dict], order: Callable[[int], list[int]] | None = None,
+                 fail: dict[int, BaseException] | None = None, stop_after: int | None = None,
+                 raise_after: BaseException | None = None):
+        self.body = body
+        self.order = order or (lambda n: list(range(n)))
+        self.fail = fail or {}
+        self.stop_after = stop_after
+        self.raise_after = raise_after
+        self.calls: list[dict] = []
+
+    def map(self, inputs: Iterable[dict], order_outputs: bool = True,
+            return_exceptions: bool = False) -> Iterator[object]:
+        inputs = list(inputs)
+        sequence = range(len(inputs)) if order_outputs else self.order(len(inputs))
+        yielded = 0
+        for i in sequence:
+            if self.stop_after is not None and yielded >= self.stop_after:
+                raise self.raise_after
+            payload = inputs[i]
+            self.calls.append(payload)
+            try:
+                if payload["index"] in self.fail:
+                    raise self.fail[payload["index"]]
+                out: object = self.body(payload)
+            except Exception as e:
+                if not return_exceptions:
+                    raise
+                out = e
+            yielded += 1
+            yield out
+
+
+def real_body() -> Callable[[dict], dict]:
+    """The H100 function's own body, run locally (``.local()``): the CPU path of the evaluator."""
+    from modal_app.app import evaluate_h100
+
+    return evaluate_h100.local
+
+
+def runner_with(fn) -> ModalRunner:
+    return ModalRunner(gpu="H100", function=fn, baselines_function=fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU names, token check
+
+
+def test_gpu_names_are_canonical_and_unknown_ones_are_refused():
+    assert canonical_gpu("h100") == "H100"
+    assert canonical_gpu("a100_80gb") == "A100-80GB"
+    assert function_name("evaluate", "l40s") == "evaluate_l40s"
+    assert function_name("baselines", "A100-80GB") == "baselines_a100_80gb"
+    with pytest.raises(KernelBenchError, match="'V100'.*H100, A100-80GB, L40S, B200"):
+        canonical_gpu("V100")
+
+
+def _no_token_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
+    env["HOME"] = str(tmp_path)
+    return env
+
+
+def test_token_is_found_in_config_file_or_environment(tmp_path):
+    env = _no_token_env(tmp_path)
+    assert not modal_token_available(env)
+    (tmp_path / ".modal.toml").write_text('[default]\ntoken_id = "ak-x"\ntoken_secret = "as-y"\n')
+    assert modal_token_available(env)
+    env2 = _no_token_env(tmp_path / "elsewhere")
+    env2.update(MODAL_TOKEN_ID="ak-x", MODAL_TOKEN_SECRET="as-y")
+    assert modal_token_available(env2)
+    env2.pop("MODAL_TOKEN_SECRET")
+    assert not modal_token_available(env2)
+
+
+def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_path, monkeypatch):
+    for k in [k for k in os.environ if k.startswith("MODAL_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    t0 = time.monotonic()
+    with pytest.raises(KernelBenchError, match=r"modal token new"):
+        get_runner("modal", gpu="H100")
+    assert time.monotonic() - t0 < 5
+
+
+def test_modal_run_without_token_fails_fast(tmp_path):
+    kernel = tmp_path / "k.py"
+    kernel.write_text(GOOD[1])
+    proc = subprocess.run(
+        [sys.executable, "-m", "modal", "run", "modal_app/app.py::evaluate_kernel", "--kernel-file", str(kernel),
+         "--level", "1", "--problem-id", "8"],
+        cwd=REPO, env=_no_token_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "token" in (proc.stdout + proc.stderr).lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire format
+
+
+def test_job_round_trips_through_the_wire(problems):
+    secret = b"\x01\x02secret"
+    j = EvalJob(problem=problems.get(1, 2), candidate_source=GOOD[2], sample_id=3,
+                settings=SETTINGS.with_(seed_secret=secret, precision="fp16"))
+    payload = job_to_wire(j, 7)
+    json.dumps(payload)  # plain JSON, no pickles
+    index, back = job_from_wire(payload)
+    assert index == 7
+    assert back.problem == j.problem and back.problem.hash == j.problem.hash
+    assert back.candidate_source == j.candidate_source and back.sample_id == 3
+    assert back.settings.seed_secret == secret and back.settings.precision == "fp16"
+    assert back.settings.device is None  # the container picks its own GPU
+    assert back.settings.with_(device="cpu") == j.settings
+
+
+def test_wire_rejects_other_versions_tampering_and_unknown_settings(problems):
+    payload = job_to_wire(job(problems, 1), 0)
+    with pytest.raises(WireFormatError, match="wire version"):
+        job_from_wire({**payload, "wire_version": WIRE_VERSION + 1})
+    tampered = json.loads(json.dumps(payload))
+    tampered["problem"]["code"] += "\nx = 1\n"
+    with pytest.raises(WireFormatError, match="hash mismatch"):
+        job_from_wire(tampered)
+    newer = json.loads(json.dumps(payload))
+    newer["settings"]["warp_drive"] = True
+    with pytest.raises(WireFormatError, match="warp_drive.*modal deploy"):
+        job_from_wire(newer)
+    with pytest.raises(WireFormatError):
+        result_from_wire({"wire_version": WIRE_VERSION, "index": 0, "result": {"level": "x"}})
+
+
+def test_result_round_trips_through_the_wire():
+    r = KernelResult(level=1, problem_id=2, problem_name="2_Tanh", backend="torch", compiled=True, correct=True)
+    index, back = result_from_wire(json.loads(json.dumps(result_to_wire(5, r))))
+    assert index == 5 and back == r
+
+
+# ---------------------------------------------------------------------------------------------
+# Fan-out, ordering, partial failure, interruption (real evaluator through the stand-in)
+
+
+def echo_body(jobs: list[EvalJob]) -> Callable[[dict], dict]:
+    """A body that answers with a well-formed "did not compile" result for the right job.
+
+    Used only where the test is about the runner's handling of outputs (callbacks, protocol
+    checks), not about verdicts; everything about verdicts runs the real body.
+    """
+    def body(payload: dict) -> dict:
+        j = jobs[payload["index"]]
+        r = KernelResult(level=j.problem.level, problem_id=j.problem.problem_id, problem_name=j.problem.name,
+                         sample_id=j.sample_id, backend=j.settings.backend)
+        return result_to_wire(payload["index"], r)
+
+    return body
+
+
+@pytest.mark.slow
+@needs_evaluator
+def test_fan_out_orders_results_and_keeps_inputs_modal_gave_up_on(problems):
+    from modal.exception import InternalFailure
+
+    jobs = [job(problems, 1), job(problems, 2), job(problems, 3, WRONG)]
+    fn = InProcessFunction(real_body(), order=lambda n: list(reversed(range(n))),
+                           fail={1: InternalFailure("container exited with code 137")})
+    arrivals: list[int] = []
+    results = runner_with(fn).run(jobs, on_result=lambda i, r: arrivals.append(i), progress=False)
+
+    assert arrivals == [2, 0, 1]  # as results arrive; the lost input is delivered at the end, not dropped
+    assert [r.key for r in results] == [j.key for j in jobs]  # the list is in job order
+    assert results[0].correct and not results[2].correct
+    assert results[2].error is not None and results[2].error.stage == Stage.CORRECTNESS
+    bad = results[1]
+    assert bad.error.stage == Stage.CRASH and bad.error.type == REMOTE_ERROR_TYPE
+    assert "container exited with code 137" in bad.error.message and is_remote_failure(bad)
+    assert all(r.runner == "modal:H100" for r in results)
+    assert results[0].environment is not None and results[0].environment.device == "cpu"
+
+
+def test_a_map_that_breaks_off_says_how_far_it_got(problems):
+    from modal.exception import ConnectionError as ModalConnectionError
+
+    jobs = [job(problems, 1), job(problems, 2), job(problems, 3)]
+    fn = InProcessFunction(echo_body(jobs), stop_after=1, raise_after=ModalConnectionError("stream reset"))
+    seen: list[int] = []
+    with pytest.raises(KernelBenchError, match=r"after 1 of 3 results.*stream reset.*resume"):
+        runner_with(fn).run(jobs, on_result=lambda i, r: seen.append(i), progress=False)
+    assert seen == [0]  # what arrived before the break was delivered
+
+
+def test_errors_writing_a_result_are_not_reported_as_modal_failures(problems):
+    jobs = [job(problems, 1)]
+
+    def full_disk(i, r):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        runner_with(InProcessFunction(echo_body(jobs))).run(jobs, on_result=full_disk, progress=False)
+
+
+def test_malformed_outputs_become_remote_errors(problems):
+    def garbage(payload: dict) -> dict:
+        return {"wire_version": 0, "index": payload["index"]}
+
+    results = runner_with(InProcessFunction(garbage)).run([job(problems, 1)], progress=False)
+    assert results[0].error.type == REMOTE_ERROR_TYPE and "wire version" in results[0].error.message
+
+
+def test_a_result_for_the_wrong_job_is_not_accepted(problems):
+    jobs = [job(problems, 1), job(problems, 2)]
+
+    def swapped(payload: dict) -> dict:
+        other = jobs[1 - payload["index"]]
+        r = KernelResult(level=1, problem_id=other.problem.problem_id, problem_name=other.problem.name,
+                         backend="torch", compiled=True, correct=True)
+        return result_to_wire(payload["index"], r)
+
+    results = runner_with(InProcessFunction(swapped)).run(jobs, progress=False)
+    assert [r.key for r in results] == [j.key for j in jobs]
+    assert all(is_remote_failure(r) and "came back for job" in r.error.message for r in results)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run directories: written as results arrive, resumed after an interruption
+
+
+def _make_run(tmp_path: Path, sources: dict[int, str]) -> Path:
+    from kernelbench.runs import RunDirectory
+
+    run = tmp_path / "runs" / "r1"
+    rd = RunDirectory(run, level=1)
+    for pid, src in sources.items():
+        rd.write_kernel(1, pid, 0, src)
+    return run
+
+
+@pytest.mark.slow
+@needs_evaluator
+def test_run_directory_survives_interruption_and_retries_modal_failures(problems, tmp_path):
+    from modal.exception import InternalFailure
+
+    from kernelbench.runs import RunDirectory
+    from modal_app.commands import evaluate_run_dir
+
+    run = _make_run(tmp_path, {1: GOOD[1], 2: BROKEN, 3: GOOD[3]})
+    saved = lambda: RunDirectory(run, level=1).load_results()  # noqa: E731
+    keys = lambda fn: [job_from_wire(p)[1].key for p in fn.calls]  # noqa: E731
+
+    # 1. Ctrl-C after the first result: that result is on disk, nothing else is.
+    first = InProcessFunction(real_body(), stop_after=1, raise_after=Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_run_dir(run, problems, SETTINGS, runner_with(first), progress=False)
+    assert sorted(saved()) == [(1, 0)] and saved()[(1, 0)].correct
+
+    # 2. Resume: only the two pending kernels go out; Modal loses one of them.
+    second = InProcessFunction(real_body(), fail={0: InternalFailure("preempted")})
+    done = evaluate_run_dir(run, problems, SETTINGS, runner_with(second), progress=False)
+    assert keys(second) == ["level_1_problem_2_sample_0", "level_1_problem_3_sample_0"]
+    assert done.n_evaluated == 2 and done.n_reused == 1
+    assert [is_remote_failure(r) for r in done.results] == [False, True, False]
+    assert sorted(json.loads((run / "eval_results.json").read_text())) == ["1", "2", "3"]
+
+    # 3. Again: only the job Modal lost is retried, and it gets its real verdict.
+    third = InProcessFunction(real_body())
+    done = evaluate_run_dir(run, problems, SETTINGS, runner_with(third), progress=False)
+    assert keys(third) == ["level_1_problem_2_sample_0"]
+    assert [(r.problem_id, r.correct) for r in done.results] == [(1, True), (2, False), (3, True)]
+    assert done.results[1].error.stage in (Stage.LOAD, Stage.COMPILE) and not is_remote_failure(done.results[1])
+
+
+def test_run_directory_errors_are_one_line(problems, tmp_path):
+    from modal_app.commands import evaluate_run_dir, run_level
+
+    with pytest.raises(KernelBenchError, match="does not exist"):
+        run_level(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(KernelBenchError, match="pass --level"):
+        run_level(tmp_path / "empty")
+    with pytest.raises(KernelBenchError, match="no level_<L>_problem"):
+        evaluate_run_dir(tmp_path / "empty", problems, SETTINGS, runner_with(InProcessFunction(dict)), level=1)
