@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelbench.errors import RunDirectoryError
+from kernelbench.errors import KernelBenchError, RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
+from kernelbench.problems.model import ProblemSet
 from kernelbench.runs import RunDirectory
 from leaderboard.errors import SubmissionError
 from leaderboard.schema import RANKED_SAMPLE, KernelKey, Metadata, Submission, parse_submission
@@ -137,6 +139,45 @@ def runs_to_submission(
         raise SubmissionError("the runs hold no sample-0 kernels to submit")
     return parse_submission({"metadata": metadata.model_dump(mode="json", exclude_none=True),
                              "kernels": kernels}, "combined submission")
+
+
+_SOLUTION_RE = re.compile(r"^(\d+)_(.+)\.py$")
+_LEVEL_DIR_RE = re.compile(r"^level(\d+)$")
+
+
+def solutions_to_submission(root: str | Path, metadata: Metadata, problems: ProblemSet | None = None) -> Submission:
+    """Bundle a folder laid out like a problem set (``level<L>/<id>_<Name>.py``) into a submission.
+
+    This is how the worked solutions become a leaderboard entry. With ``problems``, each file's name
+    must match the problem with that id, so a solution cannot silently land on the wrong problem.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise SubmissionError(f"solutions folder {root} does not exist")
+    kernels: dict[str, str] = {}
+    for level_dir in sorted(root.iterdir()):
+        m = _LEVEL_DIR_RE.match(level_dir.name)
+        if not m or not level_dir.is_dir():
+            continue
+        level = int(m.group(1))
+        for f in sorted(level_dir.glob("*.py")):
+            fm = _SOLUTION_RE.match(f.name)
+            if not fm:
+                continue
+            pid = int(fm.group(1))
+            if problems is not None:
+                try:
+                    problem = problems.get(level, pid)
+                except KernelBenchError as e:
+                    raise SubmissionError(f"{f}: {e}") from None
+                if problem.name != f.stem:
+                    raise SubmissionError(f"{f} is named after {f.stem!r} but level {level} problem {pid} is "
+                                          f"{problem.name!r} in {problems.source}")
+            kernels[str(KernelKey(level, pid, RANKED_SAMPLE))] = f.read_text(encoding="utf-8")
+    if not kernels:
+        raise SubmissionError(f"{root} has no level<L>/<id>_<Name>.py files")
+    return parse_submission({"metadata": metadata.model_dump(mode="json", exclude_none=True),
+                             "kernels": kernels}, str(root))
 
 
 def write_submission(submission: Submission, path: str | Path) -> Path:

@@ -6,7 +6,9 @@
         --output submissions/my_model.json --display_name "My Model" --organization "My Lab"
 
 A run given by name is looked up under ``--runs_dir`` (default ``runs``); a path works as is.
-Only sample 0 of each problem is included (the sample the leaderboard ranks).
+Only sample 0 of each problem is included (the sample the leaderboard ranks). ``--solutions_dir``
+takes a folder laid out like a problem set instead (``level<L>/<id>_<Name>.py``, e.g.
+``kernelbench/solutions/triton``); its file names are checked against ``--source`` problems.
 """
 
 from __future__ import annotations
@@ -37,16 +39,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["cuda", "triton"], default=None,
                    help="backend of all kernels (default: detected per kernel)")
     p.add_argument("--date", default=None, help="date the kernels were produced (YYYY-MM-DD)")
+    p.add_argument("--solutions_dir", "--solutions-dir", default=None,
+                   help="instead of runs: a folder of level<L>/<id>_<Name>.py kernels")
+    p.add_argument("--source", default="builtin", choices=["builtin", "directory", "huggingface"],
+                   help="problem set that --solutions_dir file names are checked against (default: builtin)")
+    p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     args = p.parse_args(argv)
     runs = {lv: _resolve(getattr(args, f"level{lv}_run"), args.runs_dir)
             for lv in (1, 2, 3, 4) if getattr(args, f"level{lv}_run")}
-    if not runs:
-        p.error("give at least one --levelN_run")
+    if not runs and not args.solutions_dir:
+        p.error("give at least one --levelN_run, or --solutions_dir")
+    if runs and args.solutions_dir:
+        p.error("give either --levelN_run options or --solutions_dir, not both")
 
     from pydantic import ValidationError
 
     from kernelbench.errors import KernelBenchError
-    from leaderboard.convert import runs_to_submission, write_submission
+    from kernelbench.problems import load_problems
+    from leaderboard.convert import runs_to_submission, solutions_to_submission, write_submission
     from leaderboard.schema import Metadata
 
     fields = {"display_name": args.display_name, "organization": args.organization, "notes": args.notes,
@@ -58,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --{first['loc'][0]}: {first['msg']}", file=sys.stderr)
         return 2
     try:
-        sub = runs_to_submission(runs, metadata)
+        if args.solutions_dir:
+            sub = solutions_to_submission(args.solutions_dir, metadata, load_problems(args.source, args.path))
+        else:
+            sub = runs_to_submission(runs, metadata)
         path = write_submission(sub, args.output)
     except KernelBenchError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -67,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, _ in sub.kernel_items():
         counts[key.level] = counts.get(key.level, 0) + 1
     for lv, n in sorted(counts.items()):
-        print(f"level {lv}: {n} kernel(s) from {runs[lv]}")
+        print(f"level {lv}: {n} kernel(s) from {runs.get(lv, args.solutions_dir)}")
     print(f"wrote {path} ({sum(counts.values())} kernels); check it with: "
           f"kernelbench leaderboard validate {path}")
     return 0

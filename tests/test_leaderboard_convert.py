@@ -129,3 +129,27 @@ def test_seed_scripts_roundtrip(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "missing_run" in bad.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_solutions_folder_to_submission(tmp_path):
+    from leaderboard.convert import solutions_to_submission
+    from leaderboard.errors import SubmissionError
+
+    problems = F.problems()
+    root = tmp_path / "solutions"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "1_ReLU.py").write_text(F.kernel("triton_relu"))
+    (root / "level1" / "README.md").write_text("not a kernel")
+    (root / "level2").mkdir()
+    (root / "level2" / "2_Add_Tanh.py").write_text(F.kernel("cuda_relu"))
+    sub = solutions_to_submission(root, Metadata(display_name="Worked"), problems)
+    assert sorted(sub.kernels) == ["level_1_problem_1_sample_0", "level_2_problem_2_sample_0"]
+    (root / "level1" / "2_Tanh.py").write_text(F.kernel("triton_relu"))
+    with pytest.raises(SubmissionError, match="named after '2_Tanh' but level 1 problem 2 is '2_Sigmoid'"):
+        solutions_to_submission(root, Metadata(display_name="Worked"), problems)
+    (root / "level1" / "2_Tanh.py").unlink()
+    (root / "level1" / "9_Nothing.py").write_text(F.kernel("triton_relu"))
+    with pytest.raises(SubmissionError, match="no problem with id 9"):
+        solutions_to_submission(root, Metadata(display_name="Worked"), problems)
+    with pytest.raises(SubmissionError, match="does not exist"):
+        solutions_to_submission(tmp_path / "none", Metadata(display_name="Worked"))

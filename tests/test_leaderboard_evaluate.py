@@ -103,3 +103,39 @@ def test_evaluate_resume_aggregate_build_on_cpu(tmp_path, problems, capsys):
     build_site(tmp_path / "data", tmp_path / "site")
     page = (tmp_path / "site" / "entries" / "cpu_entry__CPU.html").read_text()
     assert ">correct<" in page and ">incorrect<" in page
+
+
+@pytest.mark.gpu
+def test_worked_solutions_as_an_entry_on_the_gpu(tmp_path):
+    """The real-entry path on a GPU: worked Triton solutions -> submission -> evaluate -> data/ -> site."""
+    from pathlib import Path
+
+    import kernelbench.solutions
+    from kernelbench.problems import load_builtin
+    from leaderboard.convert import solutions_to_submission, write_submission
+    from leaderboard.schema import Metadata
+
+    problems = load_builtin(levels=[1, 2])
+    root = Path(kernelbench.solutions.__file__).parent / "triton"
+    full = solutions_to_submission(root, Metadata(display_name="Worked solutions (Triton)", backend="triton"),
+                                   problems)
+    keep = {"level_1_problem_8_sample_0", "level_1_problem_17_sample_0", "level_1_problem_12_sample_0",
+            "level_2_problem_1_sample_0"}
+    sub = full.model_copy(update={"kernels": {k: v for k, v in full.kernels.items() if k in keep}})
+    path = write_submission(sub, tmp_path / "submissions" / "worked_triton.json")
+    ev = evaluate_submission(path, problems, EvalSettings(timing_budget_s=0.5), runs_dir=tmp_path / "runs",
+                             results_dir=tmp_path / "data" / "evaluations", progress=False)
+    assert ev.gpu not in ("CPU", "GPU") and ev.bundle_path is not None
+    for r in ev.results:
+        assert r.correct, f"{r.key}: {r.error.one_line() if r.error else r.verdict()}"
+        assert r.speedup is not None and r.speedup > 0, r.key
+        print(f"{r.key}: {r.speedup:.2f}x ({r.runtime_ms:.3f} ms vs {r.ref_runtime_ms:.3f} ms)")
+    aggregate(problems, AggregateConfig(submissions_dir=tmp_path / "submissions",
+                                        evaluations_dir=tmp_path / "data" / "evaluations",
+                                        baselines_dir=tmp_path / "baselines", exclusions_path=None,
+                                        out_dir=tmp_path / "data"))
+    (entry,) = json.loads((tmp_path / "data" / "index.json").read_text())["entries"]
+    assert entry["gpu"] == ev.gpu and entry["scores"]["overall"]["n_correct"] == len(keep)
+    assert entry["scores"]["overall"]["geomean_speedup"] is not None
+    build_site(tmp_path / "data", tmp_path / "site")
+    assert (tmp_path / "site" / "entries" / f"worked_triton__{ev.gpu}.html").exists()
