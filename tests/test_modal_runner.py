@@ -194,6 +194,25 @@ def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_pa
     assert time.monotonic() - t0 < 5
 
 
+@pytest.mark.parametrize("argv", [
+    ["eval", "--level", "1", "--problem-id", "8", "--kernel", "{kernel}", "--runner", "modal", "--gpu", "H100"],
+    ["evaluate-run", "--run-dir", "{run}", "--runner", "modal", "--gpu", "L40S"],
+])
+def test_kernelbench_cli_with_modal_runner_and_no_token_says_how_to_set_one_up(tmp_path, argv):
+    from kernelbench.runs import RunDirectory
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text(GOOD[1])
+    RunDirectory(tmp_path / "run", level=1).write_kernel(1, 8, 0, GOOD[1])
+    args = [a.format(kernel=kernel, run=tmp_path / "run") for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args], cwd=tmp_path,
+                          env=_no_token_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "modal token new" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
 def test_modal_run_without_token_fails_fast(tmp_path):
     kernel = tmp_path / "k.py"
     kernel.write_text(GOOD[1])
@@ -251,19 +270,16 @@ def test_result_round_trips_through_the_wire():
 # Fan-out, ordering, partial failure, interruption (real evaluator through the stand-in)
 
 
-def echo_body(jobs: list[EvalJob]) -> Callable[[dict], dict]:
-    """A body that answers with a well-formed "did not compile" result for the right job.
+def echo_body(payload: dict) -> dict:
+    """A body that answers with a well-formed "did not compile" result for the job it was sent.
 
-    Used only where the test is about the runner's handling of outputs (callbacks, protocol
-    checks), not about verdicts; everything about verdicts runs the real body.
+    Used only where the test is about plumbing (callbacks, protocol checks, files written), not
+    about verdicts; everything about verdicts runs the real body.
     """
-    def body(payload: dict) -> dict:
-        j = jobs[payload["index"]]
-        r = KernelResult(level=j.problem.level, problem_id=j.problem.problem_id, problem_name=j.problem.name,
-                         sample_id=j.sample_id, backend=j.settings.backend)
-        return result_to_wire(payload["index"], r)
-
-    return body
+    index, j = job_from_wire(payload)
+    r = KernelResult(level=j.problem.level, problem_id=j.problem.problem_id, problem_name=j.problem.name,
+                     problem_hash=j.problem.hash, sample_id=j.sample_id, backend=j.settings.backend)
+    return result_to_wire(index, r)
 
 
 @pytest.mark.slow
@@ -292,7 +308,7 @@ def test_a_map_that_breaks_off_says_how_far_it_got(problems):
     from modal.exception import ConnectionError as ModalConnectionError
 
     jobs = [job(problems, 1), job(problems, 2), job(problems, 3)]
-    fn = InProcessFunction(echo_body(jobs), stop_after=1, raise_after=ModalConnectionError("stream reset"))
+    fn = InProcessFunction(echo_body, stop_after=1, raise_after=ModalConnectionError("stream reset"))
     seen: list[int] = []
     with pytest.raises(KernelBenchError, match=r"after 1 of 3 results.*stream reset.*resume"):
         runner_with(fn).run(jobs, on_result=lambda i, r: seen.append(i), progress=False)
@@ -306,7 +322,7 @@ def test_errors_writing_a_result_are_not_reported_as_modal_failures(problems):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        runner_with(InProcessFunction(echo_body(jobs))).run(jobs, on_result=full_disk, progress=False)
+        runner_with(InProcessFunction(echo_body)).run(jobs, on_result=full_disk, progress=False)
 
 
 def test_malformed_outputs_become_remote_errors(problems):
@@ -375,6 +391,7 @@ def test_run_directory_survives_interruption_and_retries_modal_failures(problems
     third = InProcessFunction(real_body())
     done = evaluate_run_dir(run, problems, SETTINGS, runner_with(third), progress=False)
     assert keys(third) == ["level_1_problem_2_sample_0"]
+    assert done.n_evaluated == 1 and done.n_reused == 2
     assert [(r.problem_id, r.correct) for r in done.results] == [(1, True), (2, False), (3, True)]
     assert done.results[1].error.stage in (Stage.LOAD, Stage.COMPILE) and not is_remote_failure(done.results[1])
 
@@ -389,3 +406,28 @@ def test_run_directory_errors_are_one_line(problems, tmp_path):
         run_level(tmp_path / "empty")
     with pytest.raises(KernelBenchError, match="no level_<L>_problem"):
         evaluate_run_dir(tmp_path / "empty", problems, SETTINGS, runner_with(InProcessFunction(dict)), level=1)
+
+
+def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runner(problems, tmp_path):
+    from modal_app.commands import evaluate_submission_file
+
+    sub = tmp_path / "my_model.json"
+    sub.write_text(json.dumps({"metadata": {"display_name": "My Model"},
+                               "kernels": {"level_1_problem_1_sample_0": GOOD[1],
+                                           "level_1_problem_3_sample_0": GOOD[3]}}))
+    fn = InProcessFunction(echo_body)
+    ev = evaluate_submission_file(sub, problems, SETTINGS, runner_with(fn), runs_dir=tmp_path / "runs",
+                                  results_dir=tmp_path / "evaluations", progress=False)
+    assert sorted(job_from_wire(p)[1].key for p in fn.calls) == ["level_1_problem_1_sample_0",
+                                                                 "level_1_problem_3_sample_0"]
+    assert {r.runner for r in ev.results} == {"modal:H100"}
+    assert ev.bundle_path is not None and ev.bundle_path.parent == tmp_path / "evaluations"
+    bundle = json.loads(ev.bundle_path.read_text())
+    assert bundle["runner"] == "modal:H100" and len(bundle["results"]) == 2
+    run_dirs = sorted((tmp_path / "runs").iterdir())
+    assert len(run_dirs) == 1 and (run_dirs[0] / "eval_results.json").exists()
+
+    again = InProcessFunction(echo_body)  # resumed: everything already has a result
+    ev2 = evaluate_submission_file(sub, problems, SETTINGS, runner_with(again), runs_dir=tmp_path / "runs",
+                                   results_dir=tmp_path / "evaluations", progress=False)
+    assert again.calls == [] and ev2.n_reused == 2
