@@ -98,3 +98,10 @@ def test_helpers():
     assert text == "answer" and had
     a, b = fence("a = 1\n", "py"), fence("b = 2\n", "")
     assert [blk.language for blk in find_blocks(a + "\n" + b)] == ["py", ""]
+
+
+def test_separate_reasoning_is_noted_but_never_searched():
+    ex = extract_code(fence(FINAL), reasoning=f"thinking\n{fence(DRAFT)}")
+    assert ex.code == FINAL and ex.had_thinking
+    empty = extract_code("", reasoning=f"thinking\n{fence(DRAFT)}")
+    assert not empty.ok and "run out of tokens" in (empty.error or "")

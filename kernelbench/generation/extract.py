@@ -109,11 +109,20 @@ def _parses(code: str) -> bool:
     return True
 
 
-def extract_code(text: str | None) -> Extraction:
-    """Choose the candidate module from a reply (see the module docstring for the rules)."""
+def extract_code(text: str | None, reasoning: str | None = None) -> Extraction:
+    """Choose the candidate module from a reply (see the module docstring for the rules).
+
+    ``reasoning`` is thinking the API returned apart from the reply (litellm moves ``<think>``
+    sections there); it is never searched for code, only noted.
+    """
+    separate_thinking = bool(reasoning and reasoning.strip())
     if text is None or not text.strip():
+        if separate_thinking:
+            return Extraction(None, "no code in response (only a thinking section; the reply may have run out "
+                                    "of tokens)", had_thinking=True)
         return Extraction(None, "empty response")
     body, had_thinking = strip_thinking(text)
+    had_thinking = had_thinking or separate_thinking
     blocks = find_blocks(body)
     warnings: list[str] = []
 

@@ -189,7 +189,7 @@ def generate_sample(client: LLMClient, problem: Problem, sample_id: int, run_dir
     completion = client.complete(prompt)
     if tracker is not None:
         tracker.add(completion.usage)
-    extraction = extract_code(completion.text) if completion.ok else None
+    extraction = extract_code(completion.text, completion.reasoning) if completion.ok else None
     if completion.text is not None:
         run_dir.write_text(lv, pid, sample_id, pre + RESPONSE, completion.text)
     if completion.reasoning:
