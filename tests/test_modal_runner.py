@@ -8,6 +8,7 @@ on the CPU. Nothing pretends to be Modal's cloud: the stand-in is a thread loop 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -431,3 +432,57 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
     ev2 = evaluate_submission_file(sub, problems, SETTINGS, runner_with(again), runs_dir=tmp_path / "runs",
                                    results_dir=tmp_path / "evaluations", progress=False)
     assert again.calls == [] and ev2.n_reused == 2
+
+
+def test_problems_needing_extra_packages_are_refused_before_anything_is_sent(problems):
+    import dataclasses
+
+    p = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    fn = InProcessFunction(echo_body)
+    with pytest.raises(KernelBenchError, match="needs transformers.*local GPU"):
+        runner_with(fn).run([EvalJob(problem=p, candidate_source=GOOD[1], settings=SETTINGS)], progress=False)
+    assert fn.calls == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines
+
+
+def test_baselines_refuse_unknown_modes_and_another_gpus_file(problems, tmp_path):
+    from kernelbench.errors import BaselineError
+    from modal_app.commands import measure_baselines
+
+    fn = InProcessFunction(echo_body)
+    with pytest.raises(BaselineError, match="unknown baseline mode.*turbo"):
+        measure_baselines(problems, ["turbo"], SETTINGS, runner_with(fn), tmp_path / "H100.json")
+    other = tmp_path / "mixed.json"
+    other.write_text(json.dumps({"level1": {"1_ReLU.py": {"mean": 0.1}}, "environment": {"gpu_name": "NVIDIA L40S"}}))
+    with pytest.raises(BaselineError, match="holds L40S times"):
+        measure_baselines(problems, ["eager"], SETTINGS, runner_with(fn), other)
+    assert fn.calls == []
+
+
+HAVE_MEASURE = hasattr(importlib.import_module("kernelbench.baselines"), "measure_problem")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_MEASURE, reason="kernelbench.baselines.measure_problem is not written yet")
+def test_baselines_are_measured_remotely_written_as_they_arrive_and_resumed(problems, tmp_path):
+    from kernelbench.baselines import load_baseline
+    from modal_app.app import baselines_h100
+    from modal_app.commands import measure_baselines
+
+    subset = problems.select(ids=[1, 2])
+    out = tmp_path / "baselines" / "H100.json"
+    settings = EvalSettings(backend="torch", timing_budget_s=0.2, min_timing_trials=5)
+    fn = InProcessFunction(baselines_h100.local)
+    run = measure_baselines(subset, ["eager"], settings, runner_with(fn), out, progress=False)
+    assert run.failures == [] and run.n_measured == 2
+    baseline = load_baseline(out)
+    for p in subset:
+        assert baseline.require(p).headline_ms > 0
+    assert baseline.environment is not None and baseline.environment.timing_protocol
+
+    again = InProcessFunction(baselines_h100.local)
+    run2 = measure_baselines(subset, ["eager"], settings, runner_with(again), out, progress=False)
+    assert again.calls == [] and run2.n_reused == 2 and run2.n_measured == 0

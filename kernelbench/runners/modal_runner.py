@@ -179,6 +179,17 @@ def result_from_wire(data: Any) -> tuple[int, KernelResult]:
         raise WireFormatError(f"malformed result payload: {e}") from None
 
 
+def check_runnable_on_modal(problems: Iterable[Problem]) -> None:
+    """Refuse, before anything is sent, problems that need packages or network the image lacks."""
+    for p in problems:
+        if p.requirements:
+            raise KernelBenchError(
+                f"level {p.level} problem {p.problem_id} ({p.name}) needs {', '.join(p.requirements)}, which the "
+                "Modal image does not install (and GPU functions have no network to fetch models): "
+                "evaluate it on a local GPU"
+            )
+
+
 # ---------------------------------------------------------------------------------------------
 # Results for jobs that never ran
 
@@ -269,6 +280,7 @@ class ModalRunner:
         jobs = list(jobs)
         if not jobs:
             return []
+        check_runnable_on_modal(job.problem for job in jobs)
         payloads = [job_to_wire(job, i) for i, job in enumerate(jobs)]
         with self._resolve("evaluate", self._function) as fn:
             return self._map(fn, jobs, payloads, on_result, progress)
@@ -334,6 +346,7 @@ class ModalRunner:
         from tqdm import tqdm
 
         problems = list(problems)
+        check_runnable_on_modal(problems)
         payloads = [baseline_request_to_wire(p, modes, settings, i) for i, p in enumerate(problems)]
         out_list: list[dict[str, Any] | None] = [None] * len(problems)
         if not problems:
