@@ -87,6 +87,13 @@ def measured_gpu(results: Sequence[KernelResult], fallback: str) -> str:
     return top.replace(" ", "-")
 
 
+def _is_verdict(result: KernelResult | None) -> bool:
+    """A result that judges the kernel; an infrastructure failure (Modal lost a container) does not."""
+    from kernelbench.runners.modal_runner import is_remote_failure  # import-light; no modal import
+
+    return result is not None and not is_remote_failure(result)
+
+
 def _pending(lr: LevelRun, jobs_by_key: dict[str, EvalJob]) -> tuple[list[EvalJob], int]:
     have = RunDirectory(lr.path, level=lr.level).load_results()
     pending, reused = [], 0
@@ -94,7 +101,7 @@ def _pending(lr: LevelRun, jobs_by_key: dict[str, EvalJob]) -> tuple[list[EvalJo
         job = jobs_by_key.get(str(key))
         if job is None:
             continue
-        if (key.problem_id, key.sample_id) in have:
+        if _is_verdict(have.get((key.problem_id, key.sample_id))):
             reused += 1
         else:
             pending.append(job)
@@ -174,13 +181,14 @@ def evaluate_submission(
         have = RunDirectory(lr.path, level=lr.level).load_results()
         for key in [*lr.written, *lr.unchanged]:
             r = have.get((key.problem_id, key.sample_id))
-            if r is not None and str(key) in jobs_by_key:
-                results.append(r)
+            if _is_verdict(r) and str(key) in jobs_by_key:
+                results.append(r)  # type: ignore[arg-type]
     missing = len(jobs) - len(results)
     bundle_path = None
     bundle_gpu = measured_gpu(results, label)
     if missing:
-        log.warning("%d kernel(s) have no result yet; no bundle written (run again to resume)", missing)
+        log.warning("%d kernel(s) have no verdict yet (not run, or lost to an infrastructure failure); "
+                    "no bundle written: run the same command again to resume", missing)
     elif results_dir is not None:
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),

@@ -9,7 +9,9 @@ from fixtures.leaderboard import factory as F
 
 from kernelbench.cli.main import main as kb_main
 from kernelbench.evaluation.settings import EvalSettings
-from kernelbench.results import EnvironmentInfo
+from kernelbench.results import EnvironmentInfo, Stage, StageError
+from kernelbench.runners.modal_runner import REMOTE_ERROR_TYPE
+from kernelbench.runs import RunDirectory
 from leaderboard.aggregate import AggregateConfig, aggregate
 from leaderboard.errors import SubmissionError
 from leaderboard.evaluate import build_jobs, evaluate_submission, measured_gpu
@@ -83,13 +85,18 @@ def test_evaluate_resume_aggregate_build_on_cpu(tmp_path, problems, capsys):
                                 results_dir=tmp_path / "data" / "evaluations", progress=False)
     assert (again.n_evaluated, again.n_reused, again.gpu) == (0, 2, "CPU")
 
-    # a changed kernel is evaluated again, and only that one
+    # a changed kernel is evaluated again, and so is one whose result was an infrastructure failure
     data = json.loads(sub.read_text())
     data["kernels"]["level_1_problem_3_sample_0"] = F.kernel("triton_sigmoid").replace("sigmoid", "wrong")
     sub.write_text(json.dumps(data))
+    run1 = RunDirectory(tmp_path / "runs" / "cpu_entry_CPU_level1", level=1)
+    lost = F.result(1, 1, correct=False).model_copy(update={"error": StageError.make(
+        Stage.CRASH, REMOTE_ERROR_TYPE, "container lost")})
+    run1.save_result(lost)
     third = evaluate_submission(sub, problems, EvalSettings(correctness_trials=2), runs_dir=tmp_path / "runs",
                                 results_dir=tmp_path / "data" / "evaluations", progress=False)
-    assert (third.n_evaluated, third.n_reused) == (1, 1)
+    assert (third.n_evaluated, third.n_reused) == (2, 0)
+    assert run1.load_results()[(1, 0)].correct
 
     aggregate(problems, AggregateConfig(submissions_dir=tmp_path / "submissions",
                                         evaluations_dir=tmp_path / "data" / "evaluations",
