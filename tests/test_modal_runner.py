@@ -185,7 +185,7 @@ def test_token_is_found_in_config_file_or_environment(tmp_path):
     assert not modal_token_available(env2)
 
 
-def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_path, monkeypatch):
+def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_path, monkeypatch, problems):
     for k in [k for k in os.environ if k.startswith("MODAL_")]:
         monkeypatch.delenv(k)
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -193,6 +193,11 @@ def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_pa
     with pytest.raises(KernelBenchError, match=r"modal token new"):
         get_runner("modal", gpu="H100")
     assert time.monotonic() - t0 < 5
+    # Bound to an evaluation function (as inside `modal run`), it needs no token until it must look one up.
+    runner = ModalRunner(gpu="H100", function=InProcessFunction(echo_body))
+    assert runner.run([job(problems, 1)], progress=False)[0].key == "level_1_problem_1_sample_0"
+    with pytest.raises(KernelBenchError, match=r"modal token new"):
+        runner.measure_baselines(list(problems), ["eager"], SETTINGS, progress=False)
 
 
 @pytest.mark.parametrize("argv", [

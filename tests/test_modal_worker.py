@@ -236,3 +236,79 @@ def test_baselines_body_measures_the_reference_with_the_library(tmp_path):
     entry = BaselineEntry.model_validate(out["entries"]["eager"])
     assert entry.mean > 0 and (entry.num_trials or 0) >= 1
     assert out["environment"]["timing_protocol"]
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU: the body around the real evaluator, with the real probe and a real compile cache
+
+CUDA_CANDIDATE = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_CUDA = """
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) { STORE; }
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+_mod = load_inline(name="NAME", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=_CUDA,
+                   functions=["relu"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _mod.relu(x.contiguous())
+'''
+GOOD_STORE = "y[i] = x[i] > 0.f ? x[i] : 0.f"
+ILLEGAL_STORE = "y[i + (1L << 40)] = 0.f"  # four terabytes past the buffer: an illegal address
+
+
+def _cuda_payload(tmp_path, store: str, name: str) -> dict:
+    (tmp_path / "problems" / "level1").mkdir(parents=True)
+    (tmp_path / "problems" / "level1" / "1_ReLU.py").write_text(RELU)
+    problem = load_directory(tmp_path / "problems").get(1, 1)
+    source = CUDA_CANDIDATE.replace("STORE", store).replace("NAME", name)
+    job = EvalJob(problem=problem, candidate_source=source,
+                  settings=EvalSettings(backend="cuda", correctness_trials=2, measure_timing=False))
+    return job_to_wire(job, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU")
+def test_gpu_body_builds_into_the_cache_commits_and_names_the_gpu(tmp_path, monkeypatch):
+    cache_root = tmp_path / "cache"
+    cache_root.mkdir()
+    monkeypatch.setenv("KERNELBENCH_CACHE_DIR", str(cache_root))
+    commits: list[int] = []
+    stops: list[int] = []
+    out = evaluate_payload(_cuda_payload(tmp_path, GOOD_STORE, "kb_modal_relu_ok"), gpu="H100",
+                           probe=health.probe_gpu, stop=lambda: stops.append(1),
+                           cache=CacheSync([cache_root], reload=lambda: None, commit=lambda: commits.append(1)))
+    _, r = result_from_wire(out)
+    assert r.correct, r.error.one_line() if r.error else r
+    assert r.environment is not None and r.environment.gpu_name  # the GPU that actually ran it
+    assert any(cache_root.iterdir()) and commits == [1]  # the build was published and committed
+    assert stops == []
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU")
+def test_gpu_body_retires_the_container_after_an_illegal_memory_access(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    stops: list[int] = []
+    out = evaluate_payload(_cuda_payload(tmp_path, ILLEGAL_STORE, "kb_modal_relu_bad"), gpu="H100",
+                           probe=health.probe_gpu, stop=lambda: stops.append(1))
+    _, r = result_from_wire(out)
+    assert not r.correct and r.error is not None and r.error.stage in health.GPU_STAGES, r.error
+    assert stops == [1], f"not retired after: {r.error.one_line()}"
+    assert health.probe_gpu() is True  # the fault died with the candidate's process; the GPU is fine

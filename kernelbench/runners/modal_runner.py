@@ -238,7 +238,7 @@ class ModalRunner:
         self._baselines_function = baselines_function
         if devices:
             log.warning("--device/devices is ignored with the Modal runner: each container has one GPU")
-        if function is None or baselines_function is None:
+        if function is None:  # fail at once, before any work, not when the first job is sent
             require_modal_token()
 
     @property
@@ -251,6 +251,7 @@ class ModalRunner:
         if given is not None:
             yield given
             return
+        require_modal_token()
         fn_name = function_name(kind, self.gpu)
         deployed = _lookup_deployed(self.app_name, fn_name)
         if deployed is not None:
