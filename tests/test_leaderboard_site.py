@@ -231,3 +231,19 @@ def test_cli_build(tmp_path, site, capsys):
     assert (tmp_path / "out" / "index.html").exists()
     assert kb_main(["leaderboard", "build", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o2")]) == 2
     assert "run 'kernelbench leaderboard aggregate' first" in capsys.readouterr().err
+
+
+def test_empty_board_builds(tmp_path):
+    from leaderboard.aggregate import AggregateConfig, aggregate
+
+    (tmp_path / "submissions").mkdir()
+    F.write_submission(tmp_path / "submissions" / "waiting.json", F.submission_dict("Waiting Model"))
+    aggregate(F.problems(), AggregateConfig(submissions_dir=tmp_path / "submissions",
+                                            evaluations_dir=tmp_path / "evaluations", baselines_dir=tmp_path,
+                                            exclusions_path=None, out_dir=tmp_path / "data"))
+    build_site(tmp_path / "data", tmp_path / "site")
+    text = (tmp_path / "site" / "index.html").read_text()
+    assert "No entry has been evaluated yet (6 problems in the set)" in text
+    assert "Waiting Model" in text and 'id="ranking"' not in text
+    assert not (tmp_path / "site" / "gpu").exists()
+    assert (tmp_path / "site" / "problems" / "level2_2.html").exists()
