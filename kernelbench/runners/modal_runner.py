@@ -266,7 +266,11 @@ class ModalRunner:
                 f"Modal app {self.app_name!r} is not deployed and modal_app/ is not importable here ({e}); "
                 "run from a checkout of the repository, or deploy once with `modal deploy modal_app/app.py`"
             ) from None
-        with app_module.app.run():
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(app_module.app.run())
+            except Exception as e:  # auth, quota, image build: one line, not a traceback
+                raise KernelBenchError(f"cannot start the Modal app {self.app_name!r}: {describe_exception(e)}") from None
             yield getattr(app_module, fn_name)
 
     # -- evaluation ---------------------------------------------------------------------------
