@@ -206,6 +206,7 @@ def measure_baselines(problems: ProblemSet, modes: Sequence[str], settings: Eval
     With ``resume``, problems already in ``output`` for every requested mode are skipped, and new
     times are merged in; the file must then be from the same GPU type.
     """
+    import kernelbench.baselines as kb_baselines
     from kernelbench.baselines import BASELINE_MODES, parse_baseline
     from kernelbench.scoring import canonical_gpu
 
@@ -226,6 +227,9 @@ def measure_baselines(problems: ProblemSet, modes: Sequence[str], settings: Eval
             raise BaselineError(f"{out_path} holds {old_gpu} times; measuring {runner.gpu} into it would mix GPUs "
                                 "(choose another --output or pass --no-resume)")
 
+    if not hasattr(kb_baselines, "measure_problem"):
+        raise BaselineError("this copy of kernelbench has no kernelbench.baselines.measure_problem, "
+                            "which measuring baselines needs; update kernelbench")
     todo = [p for p in problems if not _has_all_modes(data, p, modes)]
     result = BaselineRun(path=out_path, n_measured=0, n_reused=len(problems) - len(todo))
 

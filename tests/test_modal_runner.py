@@ -453,6 +453,9 @@ def test_problems_needing_extra_packages_are_refused_before_anything_is_sent(pro
 # Baselines
 
 
+HAVE_MEASURE = hasattr(importlib.import_module("kernelbench.baselines"), "measure_problem")
+
+
 def test_baselines_refuse_unknown_modes_and_another_gpus_file(problems, tmp_path):
     from kernelbench.errors import BaselineError
     from modal_app.commands import measure_baselines
@@ -467,7 +470,14 @@ def test_baselines_refuse_unknown_modes_and_another_gpus_file(problems, tmp_path
     assert fn.calls == []
 
 
-HAVE_MEASURE = hasattr(importlib.import_module("kernelbench.baselines"), "measure_problem")
+@pytest.mark.skipif(HAVE_MEASURE, reason="kernelbench.baselines.measure_problem exists")
+def test_baselines_without_the_library_function_fail_with_a_clear_error(problems, tmp_path):
+    from modal_app.commands import measure_baselines
+
+    fn = InProcessFunction(echo_body)
+    with pytest.raises(KernelBenchError, match="measure_problem"):
+        measure_baselines(problems, ["eager"], SETTINGS, runner_with(fn), tmp_path / "H100.json")
+    assert fn.calls == []
 
 
 @pytest.mark.slow
