@@ -1,0 +1,116 @@
+"""`kernelbench run` end to end on the CPU path against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
+
+import pytest
+from llm_server import KERNELS, LLMServer, Reply, fenced, make_problem_dir, problem_id_in
+
+from kernelbench.runs import RunDirectory
+
+DOTENV_KEY = "sk-cli-dotenv-SECRET-7731"
+ENVIRON_KEY = "sk-cli-environ-SECRET-5120"
+
+
+def leak_check(code: str) -> str:
+    """Make the candidate fail at import if an API key reached its environment.
+
+    The candidate compares hashes, so the keys themselves never appear in the kernel file.
+    """
+    hashes = {hashlib.sha256(k.encode()).hexdigest() for k in (DOTENV_KEY, ENVIRON_KEY)}
+    check = ("import hashlib\nimport os\n"
+             f"_secret_hashes = {sorted(hashes)!r}\n"
+             "_leaked = sorted(k for k, v in os.environ.items()\n"
+             "                 if hashlib.sha256(v.encode()).hexdigest() in _secret_hashes)\n"
+             "if _leaked:\n"
+             "    raise RuntimeError(f'API keys leaked into the candidate environment: {_leaked}')\n")
+    return check + code
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_text(encoding="utf-8", errors="replace")]
+
+
+@pytest.mark.slow
+def test_run_end_to_end_then_resume(tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    make_problem_dir(tmp_path / "problems")
+    (tmp_path / ".env").write_text(f"KERNELBENCH_LOCAL_API_KEY={DOTENV_KEY}\n")
+    monkeypatch.setenv("OPENAI_API_KEY", ENVIRON_KEY)  # must be scrubbed from candidate processes
+
+    def first_round(req):
+        pid = problem_id_in(req.prompt)
+        if pid == 1:
+            return Reply(content=f"Sure:\n{fenced(leak_check(KERNELS[1]))}")
+        return Reply(content="Sorry, I cannot do that one.")
+
+    argv = ["run", "--model", "openai/kb-cli-model", "--level", "1", "--source", "directory", "--path",
+            "problems", "--backend", "triton", "--run-name", "e2e", "--correctness-trials", "2",
+            "--price-in", "1", "--price-out", "2"]
+    with LLMServer(responder=first_round) as server:
+        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:]])
+        out = capsys.readouterr().out
+        assert rc == 0
+        assert {r.headers["authorization"] for r in server.chat_requests()} == {f"Bearer {DOTENV_KEY}"}
+
+    run = tmp_path / "runs" / "e2e"
+    rd = RunDirectory(run)
+    results = rd.load_results()
+    r1, r2 = results[(1, 0)], results[(2, 0)]
+    assert r1.correct, r1.error
+    assert not r2.correct and r2.error.stage.value == "load" and r2.error.type == "MissingKernel"
+    assert "fast_p" in out and "correct                    1 (50.0%)" in out
+    assert "no_code: no code in response" in out  # the generation failure is in the summary
+    assert "$0.0004" in out  # 2 requests x (100 x 1 + 50 x 2) USD per million tokens
+    assert files_containing(tmp_path / "runs", DOTENV_KEY) == []
+    assert files_containing(tmp_path / "runs", ENVIRON_KEY) == []
+    assert DOTENV_KEY not in out
+
+    # Resume: only problem 2 is asked for again, and its recorded failure is replaced by a verdict.
+    with LLMServer(default=Reply(content=fenced(KERNELS[2]))) as server:
+        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:]])
+        out = capsys.readouterr().out
+        assert rc == 0
+        assert [problem_id_in(r.prompt) for r in server.chat_requests()] == [2]
+    results = RunDirectory(run).load_results()
+    assert results[(1, 0)].correct and results[(2, 0)].correct
+    assert "correct                    2 (100.0%)" in out
+    info = json.loads((run / "run.json").read_text())
+    assert info["backend"] == "triton" and info["source"] == "directory" and info["problem_ids"] == [1, 2]
+
+
+def test_run_rejects_a_backend_without_prompts(tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    rc = main(["run", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--level", "1",
+               "--backend", "torch"])
+    assert rc == 2 and "torch" in capsys.readouterr().err
+
+
+def test_evaluate_run_needs_an_existing_run(tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate-run", "--run-dir", "nowhere"]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    assert main(["evaluate-run"]) == 2
+    assert "--run-dir" in capsys.readouterr().err
+
+
+def test_every_verb_has_help(capsys):
+    from kernelbench.cli.main import main
+
+    for verb in ("prompt", "generate", "evaluate-run", "run", "single"):
+        with pytest.raises(SystemExit) as e:
+            main([verb, "--help"])
+        assert e.value.code == 0
+        assert verb in capsys.readouterr().out
