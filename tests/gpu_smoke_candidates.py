@@ -39,7 +39,7 @@ CUDA_ILLEGAL_ACCESS = CUDA_RELU.replace("if (i < n) { float v = x[i]; y[i] = v >
     "relu_smoke_ext", "illegal_smoke_ext")
 
 CUDA_HANG = CUDA_RELU.replace("if (i < n) { float v = x[i]; y[i] = v > 0.f ? v : 0.f; }",
-                              "volatile int spin = 1; while (spin) { } if (i < n) y[i] = x[i];").replace(
+                              "const volatile float* vx = x; while (vx[0] == vx[0]) { } if (i < n) y[i] = x[i];").replace(
     "relu_smoke_ext", "hang_smoke_ext")
 
 CUDA_COMPILE_ERROR = CUDA_RELU.replace("float v = x[i];", "float v = x[i] this_is_not_cuda;").replace(

@@ -132,7 +132,9 @@ def _worker_env(role: str, device: str, backend: str | None, arch: str | None) -
     return scrubbed_environment(extra=extra)
 
 
-def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None) -> WorkerProcess:
+def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None,
+                 init: bool = True) -> WorkerProcess:
+    """Start a worker; with ``init`` also create its CUDA context (see :class:`_Spare` for why not always)."""
     w = WorkerProcess(role, device, _worker_env(role, device, backend, arch))
     try:
         msg, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
@@ -143,8 +145,78 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     if msg.get("event") != "ready":
         w.kill()
         raise RuntimeError(f"{role} worker on {device} failed to start: {msg.get('type')}: {msg.get('message')}")
-    w.info = msg.get("env") or {}
+    if init:
+        _finish_init(w, _send_init(w))
     return w
+
+
+def _send_init(w: WorkerProcess) -> float:
+    w.channel.send({"cmd": "init"})
+    return time.monotonic()
+
+
+def _finish_init(w: WorkerProcess, sent_at: float) -> None:
+    remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
+    try:
+        reply, _ = w.channel.recv(remaining)
+    except (ChannelTimeout, ChannelClosed, ProtocolError):
+        tail = w.output_tail()
+        w.kill()
+        raise RuntimeError(f"could not initialise a {w.role} worker on {w.device}: {w.exit_description()}\n{tail}") from None
+    if not reply.get("ok"):
+        w.kill()
+        raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.get('type')}: "
+                           f"{reply.get('message')}")
+    w.info = reply.get("env") or {}
+
+
+class _Spare:
+    """A worker started ahead of need.
+
+    Starting Python and importing torch happens whenever; creating the CUDA context (and starting
+    the profiler) disturbs other processes' GPU timings, so it happens only when the session says
+    nothing is being timed (``begin_init``), and is finished before the next timing (``finish_init``).
+    """
+
+    def __init__(self, future: Future):
+        self.future = future
+        self.worker: WorkerProcess | None = None
+        self.init_sent: float | None = None
+        self.ready = False
+
+    def begin_init(self) -> None:
+        if self.ready or self.init_sent is not None or not self.future.done():
+            return
+        try:
+            self.worker = self.future.result()
+            self.init_sent = _send_init(self.worker)
+        except Exception:
+            self.ready = True  # a broken spare; take() re-raises its error
+
+    def finish_init(self) -> None:
+        if self.init_sent is not None and not self.ready:
+            self.ready = True
+            _finish_init(self.worker, self.init_sent)
+
+    def take(self) -> WorkerProcess:
+        worker = self.future.result()
+        if self.init_sent is None:
+            self.worker = worker
+            self.init_sent = _send_init(worker)
+        self.finish_init()
+        return worker
+
+    def discard(self) -> None:
+        try:
+            worker = self.future.result(timeout=WORKER_START_TIMEOUT_S)
+        except Exception:
+            return
+        if self.init_sent is not None and not self.ready:
+            try:
+                self.finish_init()
+            except Exception:
+                return
+        worker.close()
 
 
 # ---------------------------------------------------------------------------- sessions
@@ -155,48 +227,63 @@ def _ref_key(job: EvalJob) -> tuple:
 
 
 class DeviceSession:
-    """One device: its reference worker and spare candidate workers."""
+    """One device: its reference worker and the spare workers started ahead of need."""
 
-    def __init__(self, device: str, arch: str | None = None):
+    def __init__(self, device: str, arch: str | None = None, spares: int | None = None):
         self.device = device
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"spawn-{device}")
-        self._spare_candidate: dict[str | None, Future] = {}
-        self._spare_reference: Future | None = None
+        self.depth = spares if spares is not None else (3 if self.is_cuda else 1)
+        self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
+        self._spare_candidates: dict[str | None, list[_Spare]] = {}
+        self._spare_reference: _Spare | None = None
         self.reference: WorkerProcess | None = None
         self.reference_key: tuple | None = None
         self.reference_info: dict = {}
 
-    def _spawn(self, role: str, backend: str | None) -> Future:
-        return self._pool.submit(start_worker, role, self.device, backend, self.arch)
+    def _spawn(self, role: str, backend: str | None) -> _Spare:
+        return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False))
 
     def _backend_env_key(self, backend: str) -> str | None:
         # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.
         return backend if (not self.is_cuda and backend == "triton") else None
 
-    def candidate_worker(self, backend: str) -> WorkerProcess:
-        k = self._backend_env_key(backend)
-        fut = self._spare_candidate.pop(k, None) or self._spawn("candidate", backend)
-        worker = fut.result()
-        self._spare_candidate[k] = self._spawn("candidate", backend)
-        return worker
+    def _all_spares(self) -> list[_Spare]:
+        out = [sp for lst in self._spare_candidates.values() for sp in lst]
+        return out + ([self._spare_reference] if self._spare_reference else [])
 
     def prime(self, backend: str) -> None:
-        k = self._backend_env_key(backend)
-        if k not in self._spare_candidate:
-            self._spare_candidate[k] = self._spawn("candidate", backend)
+        lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
+        while len(lst) < self.depth:
+            lst.append(self._spawn("candidate", backend))
         if self._spare_reference is None and self.reference is None:
             self._spare_reference = self._spawn("reference", None)
+
+    def allow_gpu_init(self) -> None:
+        """Nothing is being timed now: spares that have started may create their CUDA contexts."""
+        for sp in self._all_spares():
+            sp.begin_init()
+
+    def quiesce(self) -> None:
+        """About to time: every CUDA context creation under way must be over first."""
+        for sp in self._all_spares():
+            sp.finish_init()
+
+    def candidate_worker(self, backend: str) -> WorkerProcess:
+        lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
+        spare = lst.pop(0) if lst else self._spawn("candidate", backend)
+        worker = spare.take()
+        self.prime(backend)
+        return worker
 
     def reference_for(self, job: EvalJob, probe_seed: int) -> tuple[WorkerProcess, dict]:
         key = _ref_key(job)
         if self.reference is not None and self.reference_key == key and self.reference.alive():
             return self.reference, self.reference_info
         self.drop_reference()
-        fut = self._spare_reference or self._spawn("reference", None)
+        spare = self._spare_reference or self._spawn("reference", None)
         self._spare_reference = None
-        worker = fut.result()
+        worker = spare.take()
         self._spare_reference = self._spawn("reference", None)
         tol = job.settings.tolerance
         reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
@@ -215,13 +302,9 @@ class DeviceSession:
 
     def close(self) -> None:
         self.drop_reference()
-        futures = list(self._spare_candidate.values()) + ([self._spare_reference] if self._spare_reference else [])
-        for fut in futures:
-            try:
-                fut.result(timeout=WORKER_START_TIMEOUT_S).close()
-            except Exception:
-                pass
-        self._spare_candidate.clear()
+        for sp in self._all_spares():
+            sp.discard()
+        self._spare_candidates.clear()
         self._spare_reference = None
         self._pool.shutdown(wait=False)
 
@@ -347,7 +430,7 @@ def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
     except SyntaxError as e:
         v.fail(Stage.LOAD, "SyntaxError", f"line {e.lineno}: {e.msg}")
         return
-    static = _static_findings(source, s.backend)
+    static = _static_findings(source, s.backend) if s.static_guard else []
     v.findings.extend(static)
     if any(f.severity == "error" for f in static):
         bad = "; ".join(f"line {f.line}: {f.rule}: {f.message}" for f in static if f.severity == "error")
@@ -355,6 +438,7 @@ def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
         return
 
     secret = s.seed_secret or seedlib.new_secret()
+    session.allow_gpu_init()
     t0 = time.monotonic()
     try:
         ref, ref_info = session.reference_for(job, seedlib.derive_seed(secret, "probe"))
@@ -485,12 +569,14 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         v.timing_note = "not measured: no GPU (CPU path checks correctness only)"
     else:
         t0 = time.monotonic()
+        session.quiesce()
         try:
             _time(job, v, ref, cand, secret)
         except WorkerFailed as e:
             r = e.reply
             v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
         v.stage_times["timing"] = time.monotonic() - t0
+        session.allow_gpu_init()
         if v.error is not None:
             return
 

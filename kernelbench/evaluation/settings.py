@@ -54,6 +54,8 @@ class EvalSettings:
     stage_timeout_s: float = 120.0
     #: Flag speedups above this for review.
     review_speedup: float = 10.0
+    #: Run the static guard first and refuse sources it fails (off only to test runtime defences).
+    static_guard: bool = True
     #: Secret for the per-trial seeds; None draws one from the OS per evaluation.
     seed_secret: bytes | None = field(default=None, repr=False)
 

@@ -172,7 +172,8 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Rece
             if len(data) != numel * itemsize:
                 raise TransportError(f"blob holds {len(data)} bytes, shape needs {numel * itemsize}")
             if numel:
-                t = torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(shape)
+                buf = data if isinstance(data, bytearray) else bytearray(data)
+                t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
             else:
                 t = torch.empty(shape, dtype=dtype)
             if expect_device.type != "cpu":

@@ -61,7 +61,21 @@ class Worker:
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
         self.l2_flush = None
-        if self.is_cuda:
+        self.initialized = False
+        if role == "candidate":
+            # Imported now so nothing the candidate does later can be confused with our own imports.
+            import torch.profiler  # noqa: F401
+        from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
+
+        self.compare = compare
+        self.inputs = inputs
+        self.transport = transport
+
+    def cmd_init(self, msg: dict, blobs: list) -> tuple[dict, list]:
+        """Create the CUDA context. Separate from process start so the parent can keep spare workers
+        importing torch at any time but touching the GPU only when nothing is being timed."""
+        torch = self.torch
+        if self.is_cuda and self.role != "compile" and not self.initialized:
             torch.cuda.set_device(self.device)
             torch.cuda.init()
             torch.empty(1, device=self.device).add_(1)
@@ -72,13 +86,10 @@ class Worker:
             self._elapsed = torch._C._CudaEventBase.elapsed_time
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
-            if role == "candidate":
+            if self.role == "candidate":
                 self._warm_profiler()
-        from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
-
-        self.compare = compare
-        self.inputs = inputs
-        self.transport = transport
+        self.initialized = True
+        return {"ok": True, "env": self.environment()}, []
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
@@ -125,7 +136,7 @@ class Worker:
         torch = self.torch
         in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
         free, _ = torch.cuda.mem_get_info(self.device)
-        size = int(min(free * 0.25, max(2 * in_bytes, 256 * 1024 * 1024)))
+        size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
         if size > 0:
             big = torch.empty(size, dtype=torch.uint8, device=self.device)
             big.fill_(0xFF)
@@ -279,6 +290,8 @@ class Worker:
         self.exported = None
         if self.is_cuda:
             self._sync()
+            # Blocks shared over CUDA IPC stay alive until collected, even after the reader let go.
+            self.torch.cuda.ipc_collect()
         return {"ok": True}, []
 
     def cmd_time(self, msg: dict, blobs: list) -> tuple[dict, list]:
@@ -432,7 +445,7 @@ def serve(role: str, device: str, fd: int) -> None:
     channel = Channel.from_fd(fd)
     try:
         worker = Worker(role, device)
-        channel.send({"event": "ready", "pid": os.getpid(), "env": worker.environment()})
+        channel.send({"event": "ready", "pid": os.getpid()})
     except BaseException as e:
         channel.send({"event": "failed", **_error_reply(e, "start")})
         return

@@ -117,12 +117,13 @@ def patch_findings(before: PatchSnapshot, after: PatchSnapshot, when: str) -> li
 
 
 # ------------------------------------------------------------------ own kernels
-_GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*&]*?\b(\w+)\s*\(")
+_LAUNCH_BOUNDS_RE = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL_RE = re.compile(r"__global__\s+[^;{}()]*?\b(\w+)\s*\(")
 
 
 def own_kernel_names(source: str) -> set[str]:
     """Kernel names a candidate defines: CUDA ``__global__`` functions and Triton jit functions."""
-    names = set(_GLOBAL_RE.findall(source))
+    names = set(_GLOBAL_RE.findall(_LAUNCH_BOUNDS_RE.sub(" ", source)))
     try:
         tree = ast.parse(source)
     except SyntaxError:

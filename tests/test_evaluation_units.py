@@ -1,0 +1,262 @@
+"""Unit tests of the evaluator's parts that need no worker process: channel, transport,
+comparison, fingerprints, seeds, timing decisions, environment scrubbing, runtime guards."""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+
+import pytest
+import torch
+
+from kernelbench.evaluation import compare, timing
+from kernelbench.evaluation.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from kernelbench.evaluation.guards import runtime as rt
+from kernelbench.evaluation.sandbox import is_secret_name, scrubbed_environment
+from kernelbench.evaluation.seeds import derive_seed
+from kernelbench.evaluation.transport import TransportError, decode_tensors, encode_tensors, flatten
+
+
+def _pair():
+    a, b = socket.socketpair()
+    return Channel(a), Channel(b)
+
+
+# ------------------------------------------------------------------ channel
+def test_channel_round_trip_with_blobs():
+    a, b = _pair()
+    a.send({"cmd": "x", "n": 3}, [b"abc", bytearray(b"\x00" * 5)])
+    msg, blobs = b.recv(timeout=5)
+    assert msg == {"cmd": "x", "n": 3}
+    assert [bytes(x) for x in blobs] == [b"abc", b"\x00" * 5]
+
+
+def test_channel_timeout_and_close():
+    a, b = _pair()
+    with pytest.raises(ChannelTimeout):
+        b.recv(timeout=0.2)
+    a.close()
+    with pytest.raises(ChannelClosed):
+        b.recv(timeout=1)
+
+
+def test_channel_rejects_oversized_and_malformed_frames():
+    a, b = _pair()
+    a.sock.sendall((1 << 40).to_bytes(8, "big"))
+    with pytest.raises(ProtocolError):
+        b.recv(timeout=1)
+    a, b = _pair()
+    a.sock.sendall((3).to_bytes(8, "big") + b"{{{")
+    with pytest.raises(ProtocolError):
+        b.recv(timeout=1)
+
+
+def test_channel_large_blob_across_threads():
+    a, b = _pair()
+    payload = bytes(range(256)) * 40000
+    t = threading.Thread(target=lambda: a.send({"k": 1}, [payload]))
+    t.start()
+    msg, blobs = b.recv(timeout=10)
+    t.join()
+    assert bytes(blobs[0]) == payload
+
+
+# ------------------------------------------------------------------ transport (CPU path)
+def test_transport_round_trip_preserves_values_and_dtypes():
+    ts = [torch.randn(3, 4), torch.arange(6, dtype=torch.int64).reshape(2, 3), torch.randn(5).to(torch.bfloat16),
+          torch.tensor(True), torch.empty(0, 3)]
+    descs, blobs = encode_tensors(ts)
+    got = decode_tensors(descs, blobs, torch.device("cpu")).tensors
+    for x, y in zip(ts, got):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d[0].update(dtype="float128"), "dtype"),
+    (lambda d: d[0].update(shape=[-1, 2]), "negative"),
+    (lambda d: d[0].update(shape=[1000, 1000]), "bytes"),
+    (lambda d: d[0].update(blob=7), "blob index"),
+])
+def test_transport_rejects_lies(mutate, match):
+    descs, blobs = encode_tensors([torch.randn(2, 2)])
+    mutate(descs)
+    with pytest.raises(TransportError, match=match):
+        decode_tensors(descs, blobs, torch.device("cpu"))
+
+
+def test_flatten_records_exact_class():
+    class Sub(torch.Tensor):
+        pass
+
+    tree, leaves = flatten((torch.zeros(1), [torch.zeros(1).as_subclass(Sub), 3]))
+    assert tree["t"] == "tuple"
+    assert tree["items"][0]["cls"] == "torch.Tensor"
+    assert tree["items"][1]["items"][0]["cls"].endswith("Sub")
+    assert tree["items"][1]["items"][1] == {"t": "scalar", "v": 3}
+
+
+# ------------------------------------------------------------------ comparison
+def test_compare_tensor_tolerance_edges():
+    r = torch.tensor([1.0, 100.0, 0.0])
+    ok = r + torch.tensor([0.9e-4 + 0.9e-4, 0.9e-4 + 0.9e-2, 0.9e-4])
+    assert compare.compare_tensor(ok, r, 1e-4, 1e-4).ok
+    bad = r + torch.tensor([0.0, 0.0, 2e-4])
+    res = compare.compare_tensor(bad, r, 1e-4, 1e-4)
+    assert not res.ok and "1 of 3 elements" in res.reason and "(2,)" in res.reason
+
+
+def test_compare_tensor_nan_placement_shape_dtype():
+    r = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare.compare_tensor(r.clone(), r, 1e-4, 1e-4).ok
+    assert "NaN/Inf" in compare.compare_tensor(torch.tensor([1.0, 2.0, float("inf")]), r, 1e-4, 1e-4).reason
+    assert "NaN/Inf" in compare.compare_tensor(torch.tensor([1.0, float("nan"), -float("inf")]), r, 1, 1).reason
+    assert "shape" in compare.compare_tensor(torch.zeros(2), torch.zeros(3), 1, 1).reason
+    assert "dtype" in compare.compare_tensor(torch.zeros(3, dtype=torch.float64), torch.zeros(3), 1, 1).reason
+    assert "differ" in compare.compare_tensor(torch.tensor([1, 2]), torch.tensor([1, 3]), 1, 1).reason
+
+
+def test_compare_outputs_structure():
+    ref = (torch.ones(2), torch.zeros(3))
+    tree, leaves = flatten((torch.ones(2), torch.zeros(3)))
+    assert compare.compare_outputs(tree, leaves, ref, 1e-4, 1e-4).ok
+    tree, leaves = flatten(torch.ones(2))
+    res = compare.compare_outputs(tree, leaves, ref, 1e-4, 1e-4)
+    assert not res.ok and "tuple(Tensor, Tensor)" in res.reason
+
+
+def test_fingerprints_accept_tolerable_noise_and_reject_wrong_outputs():
+    torch.manual_seed(0)
+    r = torch.randn(10000)
+    bounds = compare.fingerprint_bounds([r], 1e-4, 1e-4)
+    noisy = r + (torch.rand(10000) - 0.5) * 1e-4  # every element within tolerance
+    assert compare.fingerprints_match(compare.fingerprint([noisy]), compare.fingerprint([r]), bounds)
+    stale = torch.randn(10000)  # e.g. an output cached from other inputs
+    assert not compare.fingerprints_match(compare.fingerprint([stale]), compare.fingerprint([r]), bounds)
+    flipped = r.clone()
+    flipped[:50] = -flipped[:50]
+    assert not compare.fingerprints_match(compare.fingerprint([flipped]), compare.fingerprint([r]), bounds)
+
+
+def test_tensors_equal_detects_in_place_changes():
+    a = torch.randn(100)
+    b = a.clone()
+    assert compare.tensors_equal(a, b)
+    b[3] = 0
+    assert not compare.tensors_equal(a, b)
+
+
+# ------------------------------------------------------------------ seeds, timing decisions
+def test_seeds_depend_on_secret_and_trial():
+    s1, s2 = b"a" * 32, b"b" * 32
+    assert derive_seed(s1, "correct", 0) == derive_seed(s1, "correct", 0)
+    assert derive_seed(s1, "correct", 0) != derive_seed(s1, "correct", 1)
+    assert derive_seed(s1, "correct", 0) != derive_seed(s2, "correct", 0)
+    assert 0 <= derive_seed(s1, "x") < 2**62
+
+
+def test_warmup_waits_for_clocks_to_settle():
+    ramp = [2.0, 1.8, 1.5, 1.3, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert not timing.warmup_settled(ramp, elapsed_s=1.0)  # previous window still falling
+    flat = ramp + [1.0] * 5
+    assert timing.warmup_settled(flat, elapsed_s=1.0)
+    assert not timing.warmup_settled([1.0] * 12, elapsed_s=0.001)  # too short to trust
+    assert timing.warmup_settled([5.0, 1.0] * 3, elapsed_s=timing.WARMUP_MAX_S)  # budget spent
+
+
+def test_block_size_and_abba_order():
+    assert timing.block_size(0.001) == int(timing.BLOCK_TARGET_S / 0.001)
+    assert timing.block_size(10.0) == timing.BLOCK_MIN_CALLS
+    assert timing.block_size(1e-9) == timing.BLOCK_MAX_CALLS
+    assert timing.block_order(0) == ("reference", "candidate")
+    assert timing.block_order(1) == ("candidate", "reference")
+
+
+def test_stop_rule_on_seeded_samples():
+    import random
+
+    rnd = random.Random(1)
+    rule = timing.StopRule(target_rse=0.005, min_trials=20, max_trials=2000, budget_s=10)
+    tight = [1.0 + rnd.gauss(0, 0.005) for _ in range(40)]
+    noisy = [1.0 + abs(rnd.gauss(0, 0.3)) for _ in range(40)]
+    assert timing.should_stop(rule, tight, tight, 0.1, 0.1)[0]
+    assert not timing.should_stop(rule, noisy, tight, 0.1, 0.1)[0]
+    assert not timing.should_stop(rule, tight[:10], tight[:10], 0.1, 0.1)[0]
+    stop, why = timing.should_stop(rule, noisy, noisy, 11, 0.1)
+    assert stop and "budget" in why
+
+
+def test_side_stream_gap():
+    ev = [1.0] * 20
+    honest = [1.015] * 20
+    assert not timing.side_stream_gap_suspicious(ev, honest, ev, honest)[0]
+    hidden_ev = [0.01] * 20  # the timed stream did nothing...
+    assert timing.side_stream_gap_suspicious(hidden_ev, honest, ev, honest)[0]  # ...the work ran elsewhere
+
+
+# ------------------------------------------------------------------ environment scrubbing
+def test_scrubbed_environment_drops_secrets():
+    base = {"OPENAI_API_KEY": "x", "HF_TOKEN": "y", "MODAL_TOKEN_ID": "z", "AWS_SECRET_ACCESS_KEY": "w",
+            "MY_PASSWORD": "p", "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "TOKENIZERS_PARALLELISM": "false"}
+    env = scrubbed_environment(base, extra={"TRITON_INTERPRET": "1"})
+    assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "TOKENIZERS_PARALLELISM": "false",
+                   "TRITON_INTERPRET": "1"}
+    assert is_secret_name("anthropic_api_key") and not is_secret_name("HOME")
+
+
+# ------------------------------------------------------------------ runtime guard helpers
+def test_own_kernel_names_from_cuda_and_triton_sources():
+    src = '''
+import triton
+import triton.language as tl
+cuda_src = """
+__global__ void __launch_bounds__(256) fused_relu(const float* x) {}
+template <typename T> __global__ void softmax_rows(T* y) {}
+"""
+@triton.jit
+def add_kernel(x_ptr):
+    pass
+@triton.autotune(configs=[], key=[])
+@triton.jit
+def mm_kernel(a):
+    pass
+def helper():
+    pass
+'''
+    assert rt.own_kernel_names(src) == {"fused_relu", "softmax_rows", "add_kernel", "mm_kernel"}
+
+
+def test_classify_launches_and_findings():
+    kernels = [{"name": "spin_kernel", "stream": 7, "dur_us": 1000},
+               {"name": "void fused_relu<float>(float const*)", "stream": 7, "dur_us": 30},
+               {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor>", "stream": 7,
+                "dur_us": 10}]
+    rep = rt.classify_launches(kernels, {"fused_relu"}, 7)
+    assert rep.own_kernels == ["void fused_relu<float>(float const*)"]
+    assert math.isclose(rep.own_share, 0.75)
+    assert [f.severity for f in rt.launch_findings(rep, "cuda")] == ["info"]
+    none = rt.classify_launches(kernels[2:], {"fused_relu"}, 7)
+    assert [f.rule for f in rt.launch_findings(none, "cuda")] == ["no-own-kernel"]
+    side = rt.classify_launches([{"name": "fused_relu", "stream": 9, "dur_us": 5}], {"fused_relu"}, 7)
+    assert "side-stream" in [f.rule for f in rt.launch_findings(side, "triton")]
+
+
+def test_patch_snapshot_sees_replaced_functions_and_code():
+    import time as _time
+
+    before = rt.PatchSnapshot.take()
+    original = _time.perf_counter
+    try:
+        _time.perf_counter = lambda: 0.0
+        assert "time.perf_counter" in before.changes(rt.PatchSnapshot.take())
+    finally:
+        _time.perf_counter = original
+    assert before.changes(rt.PatchSnapshot.take()) == []
+    target = torch.cuda.Event.record
+    saved = target.__code__
+    try:
+        target.__code__ = saved.replace(co_consts=saved.co_consts + ("patched",))
+        assert "torch.cuda.Event.record" in before.changes(rt.PatchSnapshot.take())
+    finally:
+        target.__code__ = saved
