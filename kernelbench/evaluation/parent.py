@@ -663,6 +663,113 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
     v.timing_note = f"{len(samples['candidate'])} timed calls per side in {rounds} rounds; stopped: {stop_reason}"
 
 
+# ---------------------------------------------------------------------------- reference only
+#: Baseline modes and how the reference is compiled for each (None: eager PyTorch).
+COMPILE_MODES: dict[str, str | None] = {
+    "eager": None,
+    "compile-default": "default",
+    "compile-max-autotune": "max-autotune",
+    "compile-cudagraphs": "cudagraphs",
+}
+
+
+@dataclass
+class ReferenceTiming:
+    """The reference's runtime in one mode, measured with the evaluator's timing protocol."""
+
+    mode: str
+    timing: TimingStats
+    environment: EnvironmentInfo
+    note: str
+    setup_s: float
+
+
+def measure_reference(session: DeviceSession, problem, mode: str = "eager",
+                      settings: EvalSettings | None = None) -> ReferenceTiming:
+    """Time a problem's reference alone (no candidate): warm-up, fresh inputs per call, L2 flushed,
+    all streams drained, adaptive stopping on the median's relative standard error."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"unknown baseline mode {mode!r} (choose from {', '.join(COMPILE_MODES)})")
+    if not session.is_cuda:
+        raise RuntimeError("baselines are GPU timings; no GPU is visible")
+    s = settings or EvalSettings(backend="torch")
+    secret = s.seed_secret or seedlib.new_secret()
+    session.allow_gpu_init()
+    spare = session._spawn("reference", None)
+    t0 = time.monotonic()
+    worker = spare.take()
+    try:
+        tol = s.tolerance
+        setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
+        _ref_call(worker, {"cmd": "setup", "code": problem.code, "precision": s.precision, "atol": tol.atol,
+                           "rtol": tol.rtol, "init_seed": 42, "probe_seed": seedlib.derive_seed(secret, "probe"),
+                           "compile_mode": COMPILE_MODES[mode]}, setup_timeout, f"{mode} setup")
+        setup_s = time.monotonic() - t0
+        session.quiesce()
+        limit = s.stage_timeout_s + s.timing_budget_s * 2
+        wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
+        warm, _ = _ref_call(worker, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wseeds, "warmup": True}, limit,
+                            f"{mode} warm-up")
+        n = block_size(warm["wall_s"] / max(1, warm["calls"]))
+        rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
+        samples: list[float] = []
+        spent = 0.0
+        rounds = 0
+        while True:
+            seeds = [seedlib.derive_seed(secret, "time", rounds, i) for i in range(n)]
+            reply, _ = _ref_call(worker, {"cmd": "time", "seeds": seeds, "fwd_seeds": seeds}, limit, f"{mode} timing")
+            samples.extend(float(x) for x in reply["times_ms"])
+            spent += float(reply["wall_s"])
+            rounds += 1
+            stop, why = should_stop(rule, samples, samples, spent, spent)
+            if stop:
+                break
+        return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=samples, warmup_calls=int(warm["calls"])),
+                               environment=_environment_from(worker.info, session.device),
+                               note=f"{len(samples)} timed calls in {rounds} rounds; stopped: {why}", setup_s=setup_s)
+    finally:
+        worker.close()
+        session.allow_gpu_init()
+
+
+class Evaluator:
+    """Keeps device sessions (reference worker, spare workers) alive across calls.
+
+    For long-lived hosts that receive jobs one at a time (a Modal container): the second job for
+    the same problem reuses the reference worker, and every candidate finds a spare ready.
+    """
+
+    def __init__(self, devices: Sequence[str] | None = None):
+        self.devices = list(devices) if devices else visible_devices()
+        self._sessions: dict[str, DeviceSession] = {}
+        self._lock = threading.Lock()
+        self._arch = gpu_compute_capability_from_smi() if any(d.startswith("cuda") for d in self.devices) else None
+
+    def session(self, device: str | None = None) -> DeviceSession:
+        device = device or self.devices[0]
+        with self._lock:
+            if device not in self._sessions:
+                self._sessions[device] = DeviceSession(device, self._arch)
+            return self._sessions[device]
+
+    def evaluate(self, job: EvalJob) -> KernelResult:
+        session = self.session(job.settings.device)
+        session.prime(job.settings.backend)
+        return run_job(session, job)
+
+    def close(self) -> None:
+        with self._lock:
+            for s in self._sessions.values():
+                s.close()
+            self._sessions.clear()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 # ---------------------------------------------------------------------------- batches
 def visible_devices() -> list[str]:
     try:
@@ -797,4 +904,5 @@ def evaluate(job: EvalJob, device: str | None = None) -> KernelResult:
     return evaluate_batch([job], devices=devices, progress=False)[0]
 
 
-__all__ = ["EvalJob", "EvalSettings", "evaluate", "evaluate_batch", "run_job", "visible_devices"]
+__all__ = ["COMPILE_MODES", "EvalJob", "EvalSettings", "Evaluator", "ReferenceTiming", "evaluate", "evaluate_batch",
+           "measure_reference", "run_job", "visible_devices"]

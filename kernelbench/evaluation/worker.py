@@ -171,6 +171,13 @@ class Worker:
         self.problem = self.inputs.load_module(msg["code"], "kb_problem", "<problem>")
         self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
                                              int(msg["init_seed"]), self.device, self.precision)
+        mode = msg.get("compile_mode")
+        if mode:
+            # Baselines: the same reference under torch.compile (compiled lazily, at the first call).
+            if mode == "cudagraphs":
+                self.model = self.torch.compile(self.model, backend="cudagraphs")
+            else:
+                self.model = self.torch.compile(self.model, mode=mode)
         stochastic = nondeterministic = False
         if msg.get("probe_seed") is not None and isinstance(self.model, self.torch.nn.Module):
             state = {k: v.clone() for k, v in self.model.state_dict().items()}
