@@ -1,0 +1,104 @@
+"""Backend conformity: a cuda candidate launches its own ``__global__`` kernel, a triton one its
+own ``@triton.jit`` kernel, from ``ModelNew.forward``'s call graph."""
+
+from __future__ import annotations
+
+import ast
+
+from kernelbench.evaluation.guards.callgraph import Program, Reach
+from kernelbench.evaluation.guards.cuda_text import CudaScan
+from kernelbench.evaluation.guards.report import FindingSink
+
+
+def _device_helpers(prog: Program) -> set[str]:
+    """Jit functions called from other jit functions: device code, not kernels to launch."""
+    helpers: set[str] = set()
+    for name, fn in prog.jit.items():
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in prog.jit \
+                    and n.func.id != name:
+                helpers.add(n.func.id)
+    return helpers
+
+
+def check_triton(prog: Program, reach: Reach, sink: FindingSink, required: bool, anchor: int | None) -> None:
+    helpers = _device_helpers(prog)
+    kernels = {name: fn for name, fn in prog.jit.items() if name not in helpers or _launched_anywhere(reach, name)}
+    if not kernels and not prog.jit:
+        if required:
+            sink.add("no-custom-kernel", "no @triton.jit kernel is defined: a triton candidate must launch its own "
+                                         "Triton kernel", anchor)
+        return
+    launched = reach.launched_kernels()
+    unknown_launch = "?" in launched
+    referenced = _referenced_names(reach)
+    launched_names = {k for k in kernels if k in launched or (unknown_launch and k in referenced)}
+    if not launched_names:
+        if required:
+            for name, fn in sorted(kernels.items(), key=lambda kv: kv[1].lineno):
+                sink.add("kernel-not-launched", f"Triton kernel {name} is never launched from ModelNew.forward "
+                                                "(launch it as kernel[grid](...))", fn.lineno)
+        return
+    for name in sorted(launched_names):
+        for line in launched.get(name, []) or [kernels[name].lineno]:
+            sink.add("kernel-launch", f"forward launches Triton kernel {name} (defined at line "
+                                      f"{kernels[name].lineno})", line)
+    for name, fn in kernels.items():
+        if name not in launched_names and name not in helpers:
+            sink.add("unused-kernel", f"Triton kernel {name} is defined but forward never launches it", fn.lineno)
+
+
+def _launched_anywhere(reach: Reach, name: str) -> bool:
+    return name in reach.launched_kernels()
+
+
+def _referenced_names(reach: Reach) -> set[str]:
+    out: set[str] = set()
+    for fn in reach.funcs:
+        body = fn.body if isinstance(fn, ast.Lambda) else fn
+        out.update(n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return out
+
+
+def check_cuda(prog: Program, reach: Reach, scan: CudaScan, sink: FindingSink, required: bool,
+               anchor: int | None) -> None:
+    if not scan.kernels:
+        if required:
+            sink.add("no-custom-kernel", "no __global__ CUDA kernel in the source: a cuda candidate builds its own "
+                                         "kernel with torch.utils.cpp_extension.load_inline", anchor)
+        return
+    first_kernel, first_line = min(scan.kernels.items(), key=lambda kv: kv[1])
+    if not prog.build_calls:
+        if required:
+            sink.add("no-custom-kernel", f"__global__ kernel {first_kernel} is never built (no load_inline/load "
+                                         "call)", first_line)
+        return
+    calls = reach.ext_calls()
+    if not calls:
+        if required:
+            sink.add("kernel-not-launched", f"CUDA kernel {first_kernel} is compiled but ModelNew.forward never "
+                                            "calls the extension", first_line)
+        return
+    verdicts = []
+    for site in calls:
+        name = site.ext_fn or "?"
+        cname = scan.bindings.get(name, name)
+        verdicts.append((site, name, cname, scan.launches_kernel(cname)))
+    if any(v is True for *_, v in verdicts):
+        for site, name, cname, v in verdicts:
+            if v:
+                ks = ", ".join(scan.launched_kernels_of(cname))
+                sink.add("kernel-launch", f"forward calls extension function {name}, which launches {ks}",
+                         site.node.lineno)
+        return
+    if any(v is None for *_, v in verdicts) and scan.launches:
+        for site, name, _cname, v in verdicts:
+            if v is None:
+                sink.add("kernel-launch", f"forward calls extension function {name} (its C++ body was not found; "
+                                          "the sources launch " + ", ".join(sorted({la.kernel for la in scan.launches}))
+                         + ")", site.node.lineno)
+        return
+    if required:
+        for site, name, cname, _v in verdicts:
+            sink.add("kernel-not-launched", f"extension function {name} (C++ {cname}) launches no __global__ kernel",
+                     site.node.lineno)
