@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 Backend = Literal["cuda", "triton", "torch"]
 Precision = Literal["fp32", "fp16", "bf16"]
-BACKENDS: tuple[str, ...] = ("cuda", "triton", "torch")
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+from kernelbench.constants import BACKENDS, PRECISIONS  # noqa: E402,F401  (re-exported)
 
 RESULT_SCHEMA_VERSION = 1
 MAX_TRACEBACK_CHARS = 4000

@@ -52,8 +52,7 @@ def add_runner_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_eval_args(p: argparse.ArgumentParser) -> None:
-    from kernelbench.evaluation.settings import TOLERANCE_MODES
-    from kernelbench.results import BACKENDS, PRECISIONS
+    from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--backend", choices=BACKENDS, default="cuda", help="what the candidate is written in")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from kernelbench.constants import BACKENDS, PRECISIONS
+from kernelbench.constants import TOLERANCE_MODES as _MODES
 from kernelbench.problems.model import Problem
-from kernelbench.results import BACKENDS, PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ TOLERANCES = {
     "kernelbench-v0.1": {"fp32": Tolerance(1e-2, 1e-2), "fp16": Tolerance(1e-2, 1e-2), "bf16": Tolerance(1e-2, 1e-2)},
 }
 TOLERANCE_MODES = tuple(TOLERANCES)
+assert TOLERANCE_MODES == _MODES, "kernelbench.constants.TOLERANCE_MODES is out of date"
 
 
 def tolerance_for(precision: str, mode: str = "default") -> Tolerance:
