@@ -66,3 +66,29 @@ def test_cuda_build_cache_makes_the_second_evaluation_fast(relu, tmp_path, monke
     second = evaluate_batch([EvalJob(relu, CUDA_RELU, s)], progress=False)[0]
     assert first.correct and second.correct
     assert second.stage_times_s["load"] < 2.0 < first.stage_times_s["load"]
+
+
+def test_reference_alone_in_eager_and_compiled_modes(relu):
+    from kernelbench.evaluation.parent import DeviceSession, measure_reference
+
+    session = DeviceSession("cuda:0")
+    try:
+        eager = measure_reference(session, relu, "eager")
+        compiled = measure_reference(session, relu, "compile-default")
+    finally:
+        session.close()
+    print("eager", eager.timing.median_ms, eager.note, "compiled", compiled.timing.median_ms, compiled.note)
+    assert eager.timing.n >= 20 and compiled.timing.n >= 20
+    assert eager.environment.gpu_name
+    assert 0.5 < compiled.timing.median_ms / eager.timing.median_ms < 2.0
+
+
+def test_evaluator_keeps_the_reference_between_jobs(relu):
+    from kernelbench.evaluation.parent import Evaluator
+
+    s = EvalSettings(backend="triton", timing_budget_s=0.3)
+    with Evaluator(["cuda:0"]) as ev:
+        first = ev.evaluate(EvalJob(relu, TRITON_RELU, s, 0))
+        second = ev.evaluate(EvalJob(relu, TRITON_RELU, s, 1))
+    assert first.correct and second.correct
+    assert second.stage_times_s["reference_setup"] < 0.05
