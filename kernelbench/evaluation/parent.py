@@ -685,17 +685,24 @@ class ReferenceTiming:
 
 
 def measure_reference(session: DeviceSession, problem, mode: str = "eager",
-                      settings: EvalSettings | None = None) -> ReferenceTiming:
+                      settings: EvalSettings | None = None, *, allow_cpu: bool = False,
+                      start_next: bool = False) -> ReferenceTiming:
     """Time a problem's reference alone (no candidate): warm-up, fresh inputs per call, L2 flushed,
-    all streams drained, adaptive stopping on the median's relative standard error."""
+    all streams drained, adaptive stopping on the median's relative standard error.
+
+    ``allow_cpu`` permits a CPU session (tests, and callers that follow ``EvalSettings.device``);
+    ``start_next`` starts the next call's worker now, so a long series of measurements does not
+    wait for Python and torch to start each time (it creates its CUDA context only between timings).
+    """
     if mode not in COMPILE_MODES:
         raise ValueError(f"unknown baseline mode {mode!r} (choose from {', '.join(COMPILE_MODES)})")
-    if not session.is_cuda:
+    if not session.is_cuda and not allow_cpu:
         raise RuntimeError("baselines are GPU timings; no GPU is visible")
     s = settings or EvalSettings(backend="torch")
     secret = s.seed_secret or seedlib.new_secret()
     session.allow_gpu_init()
-    spare = session._spawn("reference", None)
+    spare = session._spare_reference or session._spawn("reference", None)
+    session._spare_reference = session._spawn("reference", None) if start_next else None
     t0 = time.monotonic()
     worker = spare.take()
     try:

@@ -29,6 +29,24 @@ _perf_counter = time.perf_counter
 _active_count = threading.active_count
 
 
+class _WallEvent:
+    """CPU stand-in for a CUDA event (CPU work is synchronous, so the wall clock is the runtime)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, enable_timing: bool = True):
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = _perf_counter()
+
+    def elapsed_time(self, end: _WallEvent) -> float:
+        return (end.t - self.t) * 1000.0
+
+    def synchronize(self) -> None:
+        pass
+
+
 def _error_reply(e: BaseException, where: str) -> dict:
     try:
         message = str(e)
@@ -88,6 +106,14 @@ class Worker:
             self.stream = torch.cuda.current_stream(self.device)
             if self.role == "candidate":
                 self._warm_profiler()
+        elif not self.is_cuda and not self.initialized:
+            # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
+            self._sync = lambda: None
+            self._EventBase = _WallEvent
+            self._record = _WallEvent.record
+            self._elapsed = _WallEvent.elapsed_time
+            self._event_sync = _WallEvent.synchronize
+            self.stream = None
         self.initialized = True
         return {"ok": True, "env": self.environment()}, []
 
@@ -125,6 +151,8 @@ class Worker:
 
     def _flush(self) -> None:
         torch = self.torch
+        if not self.is_cuda:
+            return
         if self.l2_flush is None:
             props = torch.cuda.get_device_properties(self.device)
             l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 1024 * 1024
