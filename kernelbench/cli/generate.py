@@ -189,6 +189,16 @@ def _money(v: float | None) -> str:
     return "n/a" if v is None else f"${v:.4f}"
 
 
+def _cost_text(summary: GenerationSummary, tracker: SpendTracker) -> str:
+    priced = [r for r in summary.records if r.usage is not None and r.usage.cost_usd is not None]
+    if tracker.unpriced and not priced:
+        return "unknown: litellm has no price for this model (give --price-in/--price-out)"
+    text = _money(summary.cost_usd)
+    if tracker.unpriced:
+        text += f" (+{tracker.unpriced} replies with no known price)"
+    return text
+
+
 def print_generation_summary(summary: GenerationSummary, tracker: SpendTracker, run_dir: Path,
                              title: str = "Generation") -> None:
     from tabulate import tabulate
@@ -200,8 +210,7 @@ def print_generation_summary(summary: GenerationSummary, tracker: SpendTracker, 
         ["not run (spend cap)", summary.count("not_run")],
         ["prompt tokens", summary.prompt_tokens],
         ["completion tokens", summary.completion_tokens],
-        ["cost", _money(summary.cost_usd) + (f" (+{tracker.unpriced} replies with no known price)"
-                                              if tracker.unpriced else "")],
+        ["cost", _cost_text(summary, tracker)],
     ]
     if tracker.cap_usd is not None:
         rows.append(["spend cap", f"{_money(tracker.cap_usd)}{' - reached' if tracker.reached else ''}"])

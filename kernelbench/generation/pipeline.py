@@ -384,20 +384,24 @@ def refine_samples(problems: ProblemSet | Sequence[Problem], run_dir: RunDirecto
                    and c.turns[-1].source is not None and c.turns[-1].result is None]
         if to_eval:
             jobs = [EvalJob(c.problem, c.turns[-1].source or "", settings, c.sample_id) for c in to_eval]
-            saved: set[int] = set()
+            got: dict[int, KernelResult] = {}
 
             def save(index: int, result: KernelResult, _chains: list[Chain] = to_eval, _turn: int = turn,
-                     _saved: set[int] = saved) -> None:
+                     _got: dict[int, KernelResult] = got) -> None:
                 c = _chains[index]
                 atomic_write_text(run_dir.file_for(c.problem.level, c.problem.problem_id, c.sample_id,
                                                    _prefix(_turn) + RESULT), result.to_json())
-                _saved.add(index)
+                _got[index] = result
 
             results = runner.run(jobs, on_result=save, progress=progress)
-            for i, (c, result) in enumerate(zip(to_eval, results, strict=True)):
-                c.turns[-1].result = result
-                if i not in saved:
-                    save(i, result)
+            if len(results) == len(jobs):  # a runner that reports only at the end
+                for i, result in enumerate(results):
+                    if i not in got:
+                        save(i, result)
+            for i, c in enumerate(to_eval):
+                c.turns[-1].result = got.get(i)
+                if i not in got:
+                    log.warning("%s turn %d: the runner returned no result", c.problem.key, turn)
         if tracker.reached:
             for c in chains:
                 c.stopped = c.stopped or "spend cap reached"

@@ -131,10 +131,16 @@ def evaluate_run_dir(run_dir: RunDirectory, problems: ProblemSet, settings: Eval
                 on_result(result)
 
         results = runner.run(jobs, on_result=save, progress=progress)
-        for i, result in enumerate(results):
+        by_index: dict[int, KernelResult] = {}
+        if len(results) == len(jobs):
+            by_index = dict(enumerate(results))
+        for i, result in by_index.items():
             if i not in saved:  # a runner that reports only at the end
                 save(i, result)
         summary.results.extend(results)
         summary.evaluated = len(results)
+        if len(results) != len(jobs):
+            log.warning("the runner returned %d results for %d jobs; rerun evaluate-run to finish",
+                        len(results), len(jobs))
     summary.results.sort(key=lambda r: (r.problem_id, r.sample_id))
     return summary
