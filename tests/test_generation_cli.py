@@ -114,3 +114,74 @@ def test_every_verb_has_help(capsys):
             main([verb, "--help"])
         assert e.value.code == 0
         assert verb in capsys.readouterr().out
+
+
+RELU_TRITON = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096)
+        return out
+'''
+
+
+@pytest.mark.gpu
+def test_run_with_refinement_on_the_gpu(tmp_path, monkeypatch, capsys):
+    """On a GPU: built-in 8_ReLU, two turns; the second prompt carries the measured timing of the first."""
+    pytest.importorskip("litellm")
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    with LLMServer(default=Reply(content=fenced(RELU_TRITON))) as server:
+        rc = main(["run", "--model", "openai/kb-gpu-model", "--api-base", server.base_url, "--level", "1",
+                   "--source", "builtin", "--problem-ids", "8", "--backend", "triton", "--turns", "2",
+                   "--run-name", "gpu"])
+        out = capsys.readouterr().out
+        assert rc == 0
+        second = server.chat_requests()[1].prompt
+    run = tmp_path / "runs" / "gpu"
+    result = RunDirectory(run).load_results()[(8, 0)]
+    assert result.correct and result.speedup is not None and result.runtime_ms > 0
+    assert "It was correct. It ran in" in second and "for the PyTorch reference" in second
+    assert "Make it faster" in second
+    turns = json.loads((run / "level_1_problem_8_sample_0_turns.json").read_text())
+    assert all(t["correct"] and t["speedup"] for t in turns["turns"])
+    assert "fast_p" in out
+
+
+def test_evaluate_run_records_missing_and_empty_kernels_without_evaluating(tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    make_problem_dir(tmp_path / "problems")
+    rd = RunDirectory(tmp_path / "runs" / "holes", level=1)
+    rd.write_info(source="directory", source_path="problems", backend="triton", precision="fp32", samples=1,
+                  problem_ids=[1, 2])
+    rd.write_kernel(1, 1, 0, "   \n")  # generation wrote nothing useful
+    assert main(["evaluate-run", "--run-name", "holes"]) == 0
+    out = capsys.readouterr().out
+    results = RunDirectory(rd.path).load_results()
+    assert results[(1, 0)].error.type == "EmptyKernel" and results[(2, 0)].error.type == "MissingKernel"
+    assert all(r.backend == "triton" and r.error.stage.value == "load" for r in results.values())
+    assert "no kernel (generation failed)  2" in out
+    # Already recorded: a second pass changes nothing.
+    before = (rd.path / "eval_results.json").read_text()
+    assert main(["evaluate-run", "--run-dir", str(rd.path)]) == 0
+    assert (rd.path / "eval_results.json").read_text() == before
