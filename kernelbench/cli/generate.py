@@ -176,7 +176,7 @@ def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: Generati
     ids = sorted(set(info.get("problem_ids") or []) | {p.problem_id for p in problems})
     rd.write_info(
         model=config.model, api_base=config.api_base, backend=options.backend, precision=options.precision,
-        gpu=options.gpu, tolerance_mode=options.tolerance_mode, source=args.source,
+        prompt_gpu=options.gpu, tolerance_mode=options.tolerance_mode, source=args.source,
         source_path=str(args.path) if args.path else None, level=args.level, problem_ids=ids,
         samples=max(samples, int(info.get("samples") or 0)), turns=turns, temperature=config.temperature,
         max_tokens=config.max_tokens, reasoning_effort=config.reasoning_effort,
