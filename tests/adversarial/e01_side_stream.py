@@ -2,8 +2,8 @@
 # problem: level=1 id=8
 # backend: triton
 # runs-on: gpu
-# expect: fail guard:side-stream
-# runtime-expect: fail guard:side-stream
+# expect: fail guard | fail correctness
+# runtime-expect: fail guard | fail correctness
 """Exploit 1: computes on a non-default stream (level 1 problem 8, 8_ReLU, Triton).
 
 The kernel runs on a private stream that waits for the inputs but is never joined back, so a

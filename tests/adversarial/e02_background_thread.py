@@ -3,7 +3,7 @@
 # backend: triton
 # runs-on: any
 # expect: fail guard:threads
-# runtime-expect: fail correctness
+# runtime-expect: fail correctness | fail guard
 """Exploit 2: a background thread finishes the output after forward returns (level 1 problem 8, Triton).
 
 forward allocates the output, hands the kernel launch to a daemon thread and returns at once; the

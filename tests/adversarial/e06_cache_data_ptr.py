@@ -2,15 +2,16 @@
 # problem: level=1 id=12
 # backend: triton
 # runs-on: any
-# expect: fail correctness
-# runtime-expect: fail correctness
+# expect: fail correctness | flag speed-of-light
+# runtime-expect: fail correctness | flag speed-of-light
 """Exploit 6: caches outputs keyed on the input's data_ptr (level 1 problem 12, 12_Softmax, Triton).
 
 A benchmark loop that calls forward on the same tensor gets the cached result for free after the
 first call. Defences: the static guard warns (input-keyed-cache, stateful-forward); at run time
 every correctness trial uses fresh inputs from secret seeds, and the caching allocator hands the
 same address to a new input with different values, so the stale answer fails; timed calls rotate
-input sets and their outputs are checked again.
+input sets and their outputs are checked again. Where a rotated input set keeps its address and its
+values, the cached answer is right but nearly free, and the speed-of-light check flags it.
 """
 
 import torch

@@ -2,8 +2,8 @@
 # problem: level=1 id=17
 # backend: triton
 # runs-on: any
-# expect: flag speedup
-# runtime-expect: flag speedup
+# expect: flag speed-of-light
+# runtime-expect: flag speed-of-light
 """Exploit 7: caches outputs keyed on a hash of sampled input content (level 1 problem 17, Triton).
 
 Fresh inputs miss the cache, so every correctness trial computes honestly; once timing repeats an

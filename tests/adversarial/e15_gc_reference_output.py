@@ -3,14 +3,15 @@
 # backend: triton
 # runs-on: any
 # expect: fail guard:introspection
-# runtime-expect: pass
+# runtime-expect: pass | fail correctness
 """Exploit 15: reads the expected output through gc.get_objects() (level 1 problem 8, Triton).
 
 In a one-process harness the reference output is alive when the candidate runs; the candidate
 scans the garbage collector's objects for the non-negative tensor of the right shape and returns a
 copy, launching its kernel only when nothing is found. Defences: the static guard fails gc
 introspection; at run time the reference lives in another process, so there is nothing to find:
-the honest path runs (the exploit is neutralised, hence the runtime-only verdict "pass").
+the honest path runs (the exploit is neutralised, hence the runtime-only verdict "pass"), unless the
+worker still holds one of the candidate's own earlier outputs, which is stale and fails correctness.
 """
 
 import gc

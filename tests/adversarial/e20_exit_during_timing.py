@@ -3,7 +3,7 @@
 # backend: triton
 # runs-on: any
 # expect: fail guard:process-control
-# runtime-expect: fail crash
+# runtime-expect: fail
 """Extra exploit 20: ends the process once timing starts (level 1 problem 8, Triton).
 
 Correctness trials pass; on the first timed call the candidate exits with status 0, hoping a

@@ -1,7 +1,7 @@
 # exploit: none (honest control)
 # problem: level=1 id=12
 # backend: triton
-# runs-on: any
+# runs-on: gpu
 # expect: pass
 # runtime-expect: pass
 """Honest control: a row-wise Triton softmax for level 1 problem 12 (12_Softmax).

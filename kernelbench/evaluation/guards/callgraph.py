@@ -154,36 +154,46 @@ class Program:
         self.func_aliases: dict[str, str] = {}
         self.jit_aliases: dict[str, str] = {}
         self.jit_attr_aliases: dict[str, str] = {}
-        for _ in range(4):
-            for node in ast.walk(self.tree):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if self.is_ext(node.value):
-                        for t in targets:
-                            if isinstance(t, ast.Name):
-                                self.ext_names.add(t.id)
-                            elif isinstance(t, ast.Attribute):
-                                self.ext_attrs.add(t.attr)
-                    elif isinstance(node.value, ast.Attribute) and self.is_ext(node.value.value):
-                        for t in targets:
-                            if isinstance(t, ast.Name):
-                                self.ext_fn_names[t.id] = node.value.attr
-                            elif isinstance(t, ast.Attribute):
-                                self.ext_fn_attrs[t.attr] = node.value.attr
-                    elif isinstance(node.value, ast.Name):
-                        v = node.value.id
-                        for t in targets:
-                            if isinstance(t, ast.Name) and t.id != v:
-                                if v in self.module_funcs and v not in self.jit:
-                                    self.func_aliases[t.id] = v
-                                if v in self.jit:
-                                    self.jit_aliases[t.id] = v
-                            elif isinstance(t, ast.Attribute) and v in self.jit:
-                                self.jit_attr_aliases[t.attr] = v
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    for sub in ast.walk(node):
-                        if isinstance(sub, ast.Return) and sub.value is not None and self.is_ext(sub.value):
-                            self.ext_getters.add(node.name)
+        assigns = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+        returns: list[tuple[str, ast.expr]] = []
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                returns.extend((fn.name, r.value) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value)
+        while True:  # to a fixed point: handles assigned from getters assigned from handles...
+            before = (len(self.ext_names), len(self.ext_attrs), len(self.ext_getters))
+            for node in assigns:
+                self._index_assignment(node)
+            for name, value in returns:
+                if self.is_ext(value):
+                    self.ext_getters.add(name)
+            if before == (len(self.ext_names), len(self.ext_attrs), len(self.ext_getters)):
+                break
+
+    def _index_assignment(self, node: ast.Assign | ast.AnnAssign) -> None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        if self.is_ext(value):
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.ext_names.add(t.id)
+                elif isinstance(t, ast.Attribute):
+                    self.ext_attrs.add(t.attr)
+        elif isinstance(value, ast.Attribute) and self.is_ext(value.value):
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.ext_fn_names[t.id] = value.attr
+                elif isinstance(t, ast.Attribute):
+                    self.ext_fn_attrs[t.attr] = value.attr
+        elif isinstance(value, ast.Name):
+            v = value.id
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id != v:
+                    if v in self.module_funcs and v not in self.jit:
+                        self.func_aliases[t.id] = v
+                    if v in self.jit:
+                        self.jit_aliases[t.id] = v
+                elif isinstance(t, ast.Attribute) and v in self.jit:
+                    self.jit_attr_aliases[t.attr] = v
 
     def is_ext(self, e: ast.expr | None) -> bool:
         if e is None:

@@ -209,6 +209,10 @@ class NodeChecks:
 
     def run(self) -> None:
         for node in ast.walk(self.tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) \
+                    and node.slice.id == "__name__" and self.r.resolve(node.value) == "sys.modules":
+                self._mark(node.value)  # the candidate's own module: harmless
+        for node in ast.walk(self.tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._check_import(node)
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -459,16 +463,20 @@ class NodeChecks:
     # --- temporary paths ---------------------------------------------------------------------
 
     def _collect_temp_names(self) -> set[str]:
+        """Names bound (flow-insensitively) to temporary paths, derived from ``tempfile`` or /tmp."""
         names: set[str] = set()
-        for _ in range(3):
-            for node in ast.walk(self.tree):
+        bindings = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.withitem))]
+        while True:
+            before = len(names)
+            for node in bindings:
                 if isinstance(node, ast.Assign) and self._is_temp(node.value, names):
                     for t in node.targets:
                         names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
                 elif isinstance(node, ast.withitem) and node.optional_vars is not None and self._is_temp(
                         node.context_expr, names):
                     names.update(n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name))
-        return names
+            if len(names) == before:
+                return names
 
     def _is_temp(self, expr: ast.expr | None, names: set[str] | None = None) -> bool:
         if expr is None:

@@ -224,7 +224,7 @@ class ForwardChecks:
         for n in nodes:
             if isinstance(n, ast.Assign):
                 for t in n.targets:
-                    for name in (x.id for x in ast.walk(t) if isinstance(x, ast.Name)):
+                    for name in (x.id for x in ast.walk(t) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)):
                         if name in _names_in(n.value):
                             derived.add(name)
                         else:

@@ -1,0 +1,67 @@
+"""``kernelbench guard FILE...``: the static guard report for candidate sources, never running them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BACKEND_CHOICES = ("auto", "cuda", "triton", "torch")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "guard", help="static reward-hacking checks on candidate sources (no execution)",
+        description="Read candidate kernel sources and report guard findings (monkey-patching, threads, "
+                    "side streams, try/except fallbacks, missing kernel launches, ...). Exit status: 0 when "
+                    "no file has an error finding, 1 when one does, 2 for bad usage.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="candidate source files (Python)")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="what the candidates are written in (default: auto, triton if the file defines a "
+                        "@triton.jit kernel, else cuda)")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON (a list, one entry per file)")
+    p.add_argument("--quiet", action="store_true", help="text form: only the per-file verdict lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelbench.evaluation.guards import analyze_source, detect_backend
+
+    sources: list[tuple[str, str]] = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            print(f"error: no such file: {name}", file=sys.stderr)
+            return 2
+        try:
+            sources.append((name, path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"error: cannot read {name}: {e}", file=sys.stderr)
+            return 2
+
+    results = []
+    for name, text in sources:
+        backend = detect_backend(text) if args.backend == "auto" else args.backend
+        results.append((name, analyze_source(text, backend)))
+
+    if args.json:
+        import json
+
+        payload = [{"path": name, **report.model_dump(mode="json")} for name, report in results]
+        json.dump(payload, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for name, report in results:
+            print(f"{name}: {report.summary()}")
+            if not args.quiet and report.findings:
+                for line in report.to_text().splitlines():
+                    print(f"  {line}")
+        if len(results) > 1:
+            from tabulate import tabulate
+
+            rows = [[name, r.backend, "pass" if r.passed else "FAIL", len(r.errors), len(r.warnings)]
+                    for name, r in results]
+            print()
+            print(tabulate(rows, headers=["file", "backend", "verdict", "errors", "warnings"]))
+    return 0 if all(r.passed for _, r in results) else 1
