@@ -299,7 +299,8 @@ def test_suite_has_the_expected_problems_per_level():
 def test_every_file_in_the_package_data_is_a_loaded_problem():
     files = sorted(str(f.relative_to(BUILTIN_DIR).with_suffix("")) for f in BUILTIN_DIR.glob("level*/*.py"))
     assert files == sorted(PROBLEMS), "a file under builtin/ is not loaded as a problem, or vice versa"
-    stray = [f.name for f in BUILTIN_DIR.rglob("*") if f.is_file() and f.suffix != ".py"]
+    stray = [f.name for f in BUILTIN_DIR.rglob("*")
+             if f.is_file() and f.suffix != ".py" and "__pycache__" not in f.parts]
     assert not stray, f"non-problem files in the suite: {stray}"
 
 
