@@ -58,7 +58,7 @@ def collect(device) -> dict:
         info["triton"] = triton.__version__
     except Exception:
         info["triton"] = None
-    if getattr(device, "type", str(device)) == "cuda":
+    if getattr(device, "type", str(device)) == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(device)
         info.update({
             "gpu_name": props.name, "gpu_arch": f"{props.major}.{props.minor}",

@@ -9,8 +9,10 @@ fast).
 
 from __future__ import annotations
 
+import os
 import random
 import sys
+import tempfile
 import types
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +22,25 @@ import torch
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+_SOURCE_DIR: str | None = None
+
+
+def _source_file(code: str, name: str) -> str:
+    """Write source to a real file: Triton's ``@jit`` reads its function's source through ``inspect``,
+    which needs one, and tracebacks then show the candidate's lines."""
+    global _SOURCE_DIR
+    if _SOURCE_DIR is None:
+        _SOURCE_DIR = tempfile.mkdtemp(prefix="kb-src-")
+    path = os.path.join(_SOURCE_DIR, f"{name}.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(code)
+    return path
+
+
 def load_module(code: str, name: str, filename: str | None = None) -> types.ModuleType:
     """Execute source in a fresh module registered under ``name`` (dataclasses and pickling need that)."""
     module = types.ModuleType(name)
-    module.__file__ = filename or f"<{name}>"
+    module.__file__ = filename if filename and not filename.startswith("<") else _source_file(code, name)
     sys.modules[name] = module
     compiled = compile(code, module.__file__, "exec")
     exec(compiled, module.__dict__)

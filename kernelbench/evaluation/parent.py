@@ -792,7 +792,7 @@ def _compile_job(job: EvalJob, arch: str | None) -> dict:
     """Import a CUDA candidate once on the CPU so its extension is in the cache before the GPU needs it."""
     w = None
     try:
-        w = start_worker("compile", "cuda:0", job.settings.backend, arch)
+        w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False)
         reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                              "backend": job.settings.backend, "precision": job.settings.precision,
                              "init_seed": 0}, job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
