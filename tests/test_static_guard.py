@@ -347,6 +347,12 @@ def test_streams_warn(extra, body):
     assert "side-stream" in report.rules("warning") and report.passed
 
 
+def test_cuda_graph_warns():
+    body = "g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    y = launch(x)\ng.replay()\nreturn y"
+    report = analyze_source(triton_candidate(body), "triton")
+    assert "cuda-graph" in report.rules("warning") and report.passed
+
+
 def test_current_stream_argument_is_fine():
     body = "s = torch.cuda.current_stream()\ntorch.cuda.current_stream().synchronize()\nreturn launch(x)"
     assert rules_of(triton_candidate(body)) == set()
@@ -416,6 +422,8 @@ def test_uninitialised_outputs(body, rules):
     ("self.outs.append(launch(x))\nreturn self.outs[-1]", "self.outs = []", ""),
     ("_CACHE['k'] = launch(x)\nreturn _CACHE['k']", "pass", "_CACHE = {}"),
     ("global _LAST\n_LAST = launch(x)\nreturn _LAST", "pass", "_LAST = None"),
+    ("if self.buf is None:\n    self.buf = torch.empty_like(x)\nk[(1,)](x, self.buf, x.numel(), B=1024)\n"
+     "return self.buf.view(-1)", "self.buf = None", ""),
 ])
 def test_state_across_calls_warns(body, init, extra):
     assert "stateful-forward" in rules_of(triton_candidate(body, extra, init))
@@ -482,6 +490,9 @@ def test_rng_seed_warns():
      """, "pass", "return torch.ops.kb.relu(x)"),
     ("", "pass", "def inner(t):\n    return launch(t)\nreturn inner(x)"),
     ("", "pass", "o = torch.empty_like(x)\nk.run(x, o, x.numel(), B=1024, grid=(1,), warmup=False)\nreturn o"),
+    ("IMPLS = {torch.float32: launch}", "pass", "return IMPLS[x.dtype](x)"),
+    ("", "self.impls = [launch]", "return self.impls[0](x)"),
+    ("import functools\nrun = functools.partial(launch)", "pass", "return run(x)"),
 ])
 def test_triton_launch_is_found_through_calls(extra, init, body):
     report = analyze_source(triton_candidate(body, extra, init), "triton")
@@ -695,6 +706,18 @@ def test_float2half_depends_on_dtype_dispatch():
 def test_cuda_comments_do_not_count():
     body = HOST_OK + "\n// cudaStreamCreate(&s); would be faster\n/* cudaIpcOpenMemHandle */\n"
     assert analyze_source(cuda_candidate(body), "cuda").rules() == {"kernel-launch"}
+
+
+# --- documentation -------------------------------------------------------------------------------
+
+
+def test_threat_model_lists_every_rule_and_corpus_file():
+    doc = (ROOT / "docs" / "threat-model.md").read_text()
+    missing_rules = [r for r in RULES if f"`{r}`" not in doc]
+    missing_files = [p.name for p in EXPLOITS if f"`{p.name}`" not in doc]
+    assert not missing_rules and not missing_files, (missing_rules, missing_files)
+    for test_name in re.findall(r"`(test_[a-z_0-9]+)`", doc):
+        assert f"def {test_name}(" in Path(__file__).read_text(), f"the doc cites a test that does not exist: {test_name}"
 
 
 # --- the CLI verb --------------------------------------------------------------------------------

@@ -40,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: cannot read {name}: {e}", file=sys.stderr)
             return 2
 
+    from tqdm import tqdm
+
     results = []
-    for name, text in sources:
+    for name, text in tqdm(sources, desc="guard", unit="file", file=sys.stderr, disable=len(sources) < 20):
         backend = detect_backend(text) if args.backend == "auto" else args.backend
         results.append((name, analyze_source(text, backend)))
 

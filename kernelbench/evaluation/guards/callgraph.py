@@ -184,6 +184,11 @@ class Program:
                     self.ext_fn_names[t.id] = value.attr
                 elif isinstance(t, ast.Attribute):
                     self.ext_fn_attrs[t.attr] = value.attr
+        elif isinstance(value, ast.Call) and self.r.resolve(value.func) == "functools.partial" and value.args \
+                and isinstance(value.args[0], ast.Name) and value.args[0].id in self.module_funcs:
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.func_aliases[t.id] = value.args[0].id
         elif isinstance(value, ast.Name):
             v = value.id
             for t in targets:
@@ -260,6 +265,25 @@ class Program:
                     return k
         return None
 
+    def _dispatch_table(self, e: ast.expr) -> list[FuncNode]:
+        """Functions held in a dict/list/tuple literal that ``e`` names (module name or self attribute)."""
+        if isinstance(e, ast.Name):
+            values = self.name_values.get(e.id, [])
+        elif isinstance(e, ast.Attribute):
+            values = self.self_attr_values.get(e.attr, [])
+        else:
+            return []
+        out: list[FuncNode] = []
+        for v in values:
+            elts = list(v.values) if isinstance(v, ast.Dict) else list(v.elts) if isinstance(
+                v, (ast.List, ast.Tuple)) else []
+            for el in elts:
+                if isinstance(el, ast.Name) and el.id in self.module_funcs and el.id not in self.jit:
+                    out.append(self.module_funcs[el.id])
+                elif isinstance(el, ast.Lambda):
+                    out.append(el)
+        return out
+
     def _self_attr_callees(self, attr: str) -> tuple[list[FuncNode], str | None]:
         targets: list[FuncNode] = []
         compute = None
@@ -291,7 +315,14 @@ class Program:
         path = self.r.resolve(f)
         if isinstance(f, ast.Subscript):
             k = self.kernel_name(f.value)
-            site.launches.append(k if k else "?")
+            if k:
+                site.launches.append(k)
+                return site
+            table = self._dispatch_table(f.value)
+            if table:  # IMPLS[x.dtype](x): every function in the table may run
+                site.targets.extend(table)
+            else:
+                site.launches.append("?")
             return site
         if isinstance(f, ast.Name):
             n = f.id
