@@ -281,3 +281,26 @@ def test_analyze_refuses_another_gpus_baseline_unless_forced(scored_run):
     missing = cli("analyze", "--run-dir", str(run_dir), "--gpu", "B200", "--baselines-dir", str(bdir))
     assert missing.returncode == 2 and f"baseline file {bdir / 'B200.json'} does not exist" in missing.stderr
     assert load_baseline(bdir / "H200.json").gpu_name == "NVIDIA H200"
+
+
+# ---------------------------------------------------------------- bench_baselines.py, smoke test on the CPU
+@pytest.mark.slow
+def test_bench_script_runs_end_to_end_on_the_cpu(tmp_path):
+    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU})
+    out, report = tmp_path / "cpu.json", tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_baselines.py"), "--source", "directory", "--path",
+                           str(d), "--device", "cpu", "--modes", "eager", "--timing-budget", "0.05", "--out", str(out),
+                           "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text())
+    s = data["summary"]
+    assert s["complete"] and s["per_mode"]["eager"] == {"seconds": pytest.approx(s["per_mode"]["eager"]["seconds"]),
+                                                        "times": 1, "measured_now": 1, "failed_now": 0, "pending": 0}
+    assert s["per_mode"]["eager"]["seconds"] > 0 and s["wall_s_this_invocation"] >= s["wall_s_first_run"]
+    first = load_baseline(out).levels[1]["1_ReLU.py"].headline_ms
+    second = load_baseline(tmp_path / "cpu.eager-repeat.json").levels[1]["1_ReLU.py"].headline_ms
+    assert s["agreement"]["n"] == 1 and s["agreement"]["median_ratio"] == pytest.approx(second / first)
+    assert data["problems"][0]["median_ms"]["eager"] == pytest.approx(first)
+    assert data["problems"][0]["fraction_of_sol"] is None  # no roofline for a CPU
+    assert "eager run-to-run, median ratio" in proc.stdout
