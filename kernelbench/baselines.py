@@ -765,11 +765,20 @@ def measure_into_via_modal(file: BaselineFile, problems: Iterable[Problem], mode
 
     Each container measures one problem in the modes it lacks; results are merged as they arrive.
     """
+    from kernelbench.errors import KernelBenchError
+    from kernelbench.runners.modal_runner import check_runnable_on_modal
+
     started = time.monotonic()
     todo, settled = plan(file, problems, modes, retry_failed)
     report = BaselineRunReport(path=file.path, outcomes=list(settled), notes=file.notes)
     by_problem: dict[tuple[int, int], tuple[Problem, list[str]]] = {}
     for p, m in todo:
+        try:
+            check_runnable_on_modal([p])  # level 4 needs packages the image lacks: recorded, not fatal
+        except KernelBenchError as e:
+            file.put_failure(p, m, str(e))
+            report.outcomes.append(BaselineOutcome(p.level, p.problem_id, p.filename, m, "failed", error=one_line(str(e))))
+            continue
         by_problem.setdefault((p.level, p.problem_id), (p, []))[1].append(m)
     groups: dict[tuple[str, ...], list[Problem]] = {}
     for p, ms in by_problem.values():

@@ -47,6 +47,22 @@ def get_init_inputs():
     return []
 """
 
+NEEDS = """
+import torch
+import torch.nn as nn
+from transformers import GPT2Config
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x
+
+def get_inputs():
+    return [torch.ones(2)]
+
+def get_init_inputs():
+    return []
+"""
+
 
 class InProcessMap:
     """Modal's ``Function.map`` contract, run here: each payload through ``body``; ``lose`` drops outputs."""
@@ -76,7 +92,7 @@ def problems_in(tmp_path, files):
 def test_modal_results_are_merged_failures_recorded_and_resume_sends_only_what_is_missing(tmp_path):
     from modal_app.worker import baselines_payload
 
-    problems = problems_in(tmp_path / "p", {"1_ReLU.py": RELU, "2_Broken.py": BROKEN})
+    problems = problems_in(tmp_path / "p", {"1_ReLU.py": RELU, "2_Broken.py": BROKEN, "3_Needs.py": NEEDS})
     settings = baseline_settings(timing_budget_s=0.1, min_trials=5)
     fn = InProcessMap(baselines_payload)
     runner = ModalRunner(gpu="H100", function=fn, baselines_function=fn)
@@ -84,8 +100,9 @@ def test_modal_results_are_merged_failures_recorded_and_resume_sends_only_what_i
     # No GPU here: the container body measures on the CPU, so the file is opened without a GPU check.
     report = measure_into_via_modal(BaselineFile.open(out), problems, ["eager"], settings, runner, progress=False)
     assert [(p["problem"]["name"], p["modes"]) for p in fn.payloads] == [("1_ReLU", ["eager"]), ("2_Broken", ["eager"])]
-    assert report.count("measured") == 1 and [o.filename for o in report.failures] == ["2_Broken.py"]
-    assert "inputs cannot be made" in report.failures[0].error
+    assert report.count("measured") == 1 and [o.filename for o in report.failures] == ["3_Needs.py", "2_Broken.py"]
+    assert "needs transformers, which the Modal image does not install" in report.failures[0].error
+    assert "inputs cannot be made" in report.failures[1].error
     data = json.loads(out.read_text())
     assert data["level1"]["1_ReLU.py"]["device"] == "cpu" and data["level1"]["1_ReLU.py"]["num_trials"] >= 5
     assert "inputs cannot be made" in data["failures"]["level1"]["2_Broken.py"]["eager"]
@@ -96,7 +113,7 @@ def test_modal_results_are_merged_failures_recorded_and_resume_sends_only_what_i
     again = measure_into_via_modal(BaselineFile.open(out), problems, ["eager"], settings,
                                    ModalRunner(gpu="H100", function=lossy, baselines_function=lossy), progress=False)
     assert [p["problem"]["name"] for p in lossy.payloads] == ["2_Broken"]
-    assert again.count("reused") == 1 and again.failures[0].error == "Modal could not run this problem"
+    assert again.count("reused") == 1 and again.failures[1].error == "Modal could not run this problem"
     assert load_baseline(out).find(problems.get(1, 1)).num_trials >= 5
 
 
