@@ -122,6 +122,22 @@ def _compare(out, ref, inputs, tol: float) -> dict:
     return res
 
 
+def _fingerprint(x) -> tuple | None:
+    """Sums that change if an input is written to; a clone of a 4 GiB input would not fit beside the rest."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        return None
+    flat = x.detach().reshape(-1)
+    total, total_sq, total_pos = 0.0, 0.0, 0.0
+    for start in range(0, flat.numel(), 1 << 24):
+        chunk = flat[start:start + (1 << 24)].double()
+        total += float(chunk.sum())
+        total_sq += float((chunk * chunk).sum())
+        total_pos += float((chunk * torch.arange(chunk.numel(), dtype=torch.float64, device=chunk.device)).sum())
+    return total, total_sq, total_pos
+
+
 def _time_pair(ref_fn, new_fn, inputs, reps: int = 30) -> dict:
     """Median CUDA-event times of eager and solution, interleaved so clock drift cancels."""
     import statistics
@@ -146,7 +162,6 @@ def _time_pair(ref_fn, new_fn, inputs, reps: int = 30) -> dict:
 
 
 def _check_one(spec: dict) -> dict:
-    import importlib.util
     import time
     import types
 
@@ -163,12 +178,7 @@ def _check_one(spec: dict) -> dict:
             raise AttributeError(f"problem {problem.name} has no constant {name!r} to override")
         setattr(prob, name, value)
 
-    # Imported from its file (not exec'd from a string): triton.jit needs the source of its kernels.
-    mod_name = f"kb_solution_{spec['backend']}_l{level}_p{pid}"
-    loader_spec = importlib.util.spec_from_file_location(mod_name, spec["path"])
-    sol = importlib.util.module_from_spec(loader_spec)
-    sys.modules[mod_name] = sol
-    loader_spec.loader.exec_module(sol)
+    sol = _import_solution(spec)
 
     device = torch.device(spec["device"])
     dtype = getattr(torch, spec.get("dtype", "float32"))
@@ -188,10 +198,10 @@ def _check_one(spec: dict) -> dict:
         torch.manual_seed(7)
         inputs = prob.get_inputs()
     inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-    originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    before = [_fingerprint(x) for x in inputs]
     with torch.no_grad():
         t0 = time.perf_counter()
-        ref = ref_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        ref = ref_model(*inputs)  # trusted code: it does not write to its inputs
         t1 = time.perf_counter()
         out = new_model(*inputs)
         if device.type == "cuda":
@@ -199,12 +209,109 @@ def _check_one(spec: dict) -> dict:
         t2 = time.perf_counter()
         res = _compare(out, ref, inputs, TOLERANCE[spec.get("dtype", "float32")])
         res.update(reference_s=round(t1 - t0, 2), solution_s=round(t2 - t1, 2))
-        for i, (x, x0) in enumerate(zip(inputs, originals)):
-            if isinstance(x, torch.Tensor) and not torch.equal(x, x0):
-                res.update(ok=False, why=f"the solution modified input {i}")
+        for i, (x, fp) in enumerate(zip(inputs, before)):
+            if _fingerprint(x) != fp:
+                why = f"the solution modified input {i}"
+                res.update(ok=False, why=f"{res['why']}; {why}" if res.get("why") else why)
         if res["ok"] and spec.get("timing"):
             res.update(_time_pair(ref_model, new_model, inputs))
     return res
+
+
+def _compile_for_h100(spec: dict) -> dict:
+    """Compile every Triton kernel a solution launches, with its GPU launch configuration, for sm_90.
+
+    No GPU is needed: launches are captured instead of run, from a forward pass over meta-device
+    inputs that claim to be CUDA tensors (so the solution picks its GPU block sizes, at full size),
+    then each kernel is compiled ahead of time and its cubin's resource usage is read back.
+    """
+    import re
+    import types
+
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernelbench.problems import load_builtin
+
+    class PretendCuda(torch.Tensor):
+        @property
+        def is_cuda(self) -> bool:
+            return True
+
+    launches = []
+
+    def capture(self, *args, grid, warmup, **kwargs):
+        launches.append((self, args, kwargs))
+
+    triton.runtime.jit.JITFunction.run = capture
+    level, pid = spec["level"], spec["problem_id"]
+    prob = types.ModuleType(f"kb_problem_l{level}_p{pid}")
+    exec(compile(load_builtin([level]).get(level, pid).code, "<problem>", "exec"), prob.__dict__)
+    sol = _import_solution(spec)
+    with torch.device("meta"):
+        init = prob.get_init_inputs()
+        model = sol.ModelNew(*init)
+        inputs = prob.get_inputs()
+    inputs = [x.as_subclass(PretendCuda) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad():
+        model(*inputs)
+    if not launches:
+        return {"ok": False, "why": "the forward launched no Triton kernel"}
+
+    type_names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
+                  torch.int32: "i32"}
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    kernels, problems = [], []
+    for fn, args, kwargs in launches:
+        values = dict(zip(fn.arg_names, args))
+        values.update({k: v for k, v in kwargs.items() if k in fn.arg_names})
+        signature, constexprs = {}, {}
+        for p in fn.params:
+            v = values[p.name]
+            if p.is_constexpr:
+                signature[p.name], constexprs[p.name] = "constexpr", v
+            elif isinstance(v, torch.Tensor):
+                signature[p.name] = "*" + type_names[v.dtype]
+            elif isinstance(v, bool):
+                signature[p.name] = "i1"
+            elif isinstance(v, int):
+                signature[p.name] = "i32" if -2**31 <= v < 2**31 else "i64"
+            else:
+                signature[p.name] = "fp32"
+        options = {k: kwargs[k] for k in ("num_warps", "num_stages") if k in kwargs}
+        compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                                  target=GPUTarget("cuda", 90, 32), options=options)
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        regs = int(re.search(r"REG:(\d+)", usage).group(1))
+        local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
+        shared = int(compiled.metadata.shared)
+        threads = 32 * options.get("num_warps", 4)
+        kernels.append({"kernel": fn.__name__, "constexprs": constexprs, **options, "registers": regs,
+                        "local_bytes": local, "shared_bytes": shared})
+        if local:
+            problems.append(f"{fn.__name__} spills to local memory ({local} bytes, {regs} registers)")
+        if shared > 227 * 1024:
+            problems.append(f"{fn.__name__} needs {shared} bytes of shared memory (H100: 227 KiB per block)")
+        if regs * threads > 65536:
+            problems.append(f"{fn.__name__}: {regs} registers x {threads} threads exceed the 64K register file")
+    return {"ok": not problems, "why": "; ".join(problems), "kernels": kernels}
+
+
+def _import_solution(spec: dict):
+    """Imported from its file (not exec'd from a string): triton.jit needs the source of its kernels."""
+    import importlib.util
+
+    mod_name = f"kb_solution_{spec['backend']}_l{spec['level']}_p{spec['problem_id']}"
+    loader_spec = importlib.util.spec_from_file_location(mod_name, spec["path"])
+    sol = importlib.util.module_from_spec(loader_spec)
+    sys.modules[mod_name] = sol
+    loader_spec.loader.exec_module(sol)
+    return sol
 
 
 def _child_main(spec_path: str, out_path: str) -> None:
@@ -216,7 +323,7 @@ def _child_main(spec_path: str, out_path: str) -> None:
     for spec in specs:
         t0 = time.perf_counter()
         try:
-            res = _check_one(spec)
+            res = _compile_for_h100(spec) if spec.get("mode") == "compile" else _check_one(spec)
         except Exception as e:  # reported to the parent, which fails the test with it
             res = {"ok": False, "why": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
         res["seconds"] = round(time.perf_counter() - t0, 2)
@@ -232,8 +339,9 @@ def _run_child(specs: list[dict], device: str, timeout_s: float) -> list[dict]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
-    else:
+    else:  # "cuda", or "compile": ahead-of-time compilation for the GPU, which must not interpret
         env.pop("TRITON_INTERPRET", None)
+        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     with tempfile.TemporaryDirectory() as td:
         spec_path, out_path = Path(td) / "specs.json", Path(td) / "results.json"
         spec_path.write_text(json.dumps(specs))
@@ -349,16 +457,33 @@ def test_triton_solution_small_cpu_fp16(path: Path, small_results: dict[str, dic
     assert res["ok"], _explain(res)
 
 
-def test_harness_catches_a_wrong_solution(tmp_path: Path):
-    """The harness must be able to fail: a ReLU that forgets negative inputs is caught."""
-    good = (SOLUTIONS / "triton" / "level1" / "8_ReLU.py").read_text()
-    bad = good.replace("tl.where(x < 0, 0.0, x)", "x")
-    assert bad != good
+_RELU_LAUNCH = "relu_kernel[(triton.cdiv(n, block),)](x, out, n,"
+_RELU_TAMPERING = {
+    # forgets the negative inputs
+    "wrong values": ({"tl.where(x < 0, 0.0, x)": "x"}, "outside tolerance"),
+    # writes the result into its input and returns a copy: right values, input destroyed
+    "writes its input": ({_RELU_LAUNCH: _RELU_LAUNCH.replace("x, out,", "x, x,"),
+                          "        return out\n": "        return x.clone()\n"}, "modified input 0"),
+    # in-place, returning the input itself
+    "aliases its input": ({_RELU_LAUNCH: _RELU_LAUNCH.replace("x, out,", "x, x,"),
+                           "        return out\n": "        return x\n"}, "aliases input 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(_RELU_TAMPERING))
+def test_harness_catches_a_bad_solution(case: str, tmp_path: Path):
+    """The harness must be able to fail: tampered copies of the ReLU solution are caught, each for its reason."""
+    src = (SOLUTIONS / "triton" / "level1" / "8_ReLU.py").read_text()
+    edits, expected = _RELU_TAMPERING[case]
+    for old, new in edits.items():
+        assert old in src
+        head, _, tail = src.rpartition(old)  # the last occurrence: the launch path, not the empty-input path
+        src = head + new + tail
     bad_path = tmp_path / "level1" / "8_ReLU.py"
     bad_path.parent.mkdir()
-    bad_path.write_text(bad)
+    bad_path.write_text(src)
     (res,) = _run_child([_spec(bad_path, "triton", "cpu", overrides=SMALL_SHAPES[(1, 8)])], "cpu", 300)
-    assert not res["ok"] and "outside tolerance" in res["why"]
+    assert not res["ok"] and expected in res["why"], res
 
 
 @pytest.mark.slow
@@ -367,6 +492,18 @@ def test_triton_solution_full_size_cpu(path: Path):
     (res,) = _run_child([_spec(path, "triton", "cpu")], "cpu", timeout_s=1800)
     print(f"{_ident(path)}: solution forward {res.get('solution_s')} s on the CPU (check {res.get('seconds')} s), "
           f"worst error/tolerance {res.get('worst_ratio')}")
+    assert res["ok"], _explain(res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TRITON_FILES, ids=_ident)
+def test_triton_solution_compiles_for_h100(path: Path):
+    """Each kernel, with the block sizes the solution picks on a GPU at full size, compiles for sm_90
+    without spilling registers and within the H100's shared memory (no GPU needed)."""
+    (res,) = _run_child([_spec(path, "triton", "cuda", mode="compile")], "compile", timeout_s=1800)
+    for k in res.get("kernels", []):
+        print(f"{_ident(path)} {k['kernel']}: {k['registers']} registers, {k['shared_bytes']} B shared, "
+              f"{k['local_bytes']} B local, warps {k.get('num_warps')}, stages {k.get('num_stages')}")
     assert res["ok"], _explain(res)
 
 
@@ -495,14 +632,29 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.fixture(scope="module")
+def gpu_times():
+    """Collects one row per GPU check and prints them as one table at the end (visible with -s)."""
+    rows: list[list] = []
+    yield rows
+    if rows:
+        from tabulate import tabulate
+
+        print("\n" + tabulate(rows, headers=["backend", "solution", "eager ms", "solution ms", "speedup",
+                                             "error/tolerance"], floatfmt=".3f"))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("path", TRITON_FILES + CUDA_FILES,
                          ids=lambda p: f"{p.parents[1].name}/{_ident(p)}")
-def test_solution_on_gpu(path: Path):
+def test_solution_on_gpu(path: Path, gpu_times: list):
     backend = path.parents[1].name
     (res,) = _run_child([_spec(path, backend, "cuda", timing=True)], "cuda", timeout_s=1800)
     if res["ok"]:
+        gpu_times.append([backend, _ident(path), res["eager_ms"], res["solution_ms"], res["speedup"], res["worst_ratio"]])
         print(f"\n{backend:6s} {_ident(path):40s} eager {res['eager_ms']:8.3f} ms  solution {res['solution_ms']:8.3f} ms"
               f"  speedup {res['speedup']:.2f}x  worst error/tolerance {res['worst_ratio']:.3f}")
+    else:
+        gpu_times.append([backend, _ident(path), None, None, None, f"FAILED: {res.get('why', '')[:60]}"])
     assert res["ok"], _explain(res)

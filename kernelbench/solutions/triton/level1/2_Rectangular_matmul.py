@@ -18,7 +18,7 @@ import triton.language as tl
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr, IEEE: tl.constexpr):
+                  GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr):
     # Grouped launch order: GROUP_M consecutive tile-rows sweep the tile-columns together.
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -47,10 +47,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             k_left = K - k0 - t * BLOCK_K
             a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            if IEEE:
-                part = tl.dot(a, b, part, input_precision="ieee")
-            else:
-                part = tl.dot(a, b, part)
+            # "ieee": fp32 operands multiplied in full fp32 (fp16/bf16 operands use tensor cores anyway).
+            part = tl.dot(a, b, part, input_precision="ieee")
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
         acc += part
@@ -88,7 +86,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     cfg = _config(a, M, N, K)
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), IEEE=a.dtype == torch.float32, **cfg)
+                        c.stride(0), c.stride(1), **cfg)
     return c
 
 

@@ -18,7 +18,7 @@ def bmm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                stride_cb, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr, IEEE: tl.constexpr):
+               GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr):
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -46,10 +46,8 @@ def bmm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             k_left = K - k0 - t * BLOCK_K
             a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            if IEEE:
-                part = tl.dot(a, b, part, input_precision="ieee")
-            else:
-                part = tl.dot(a, b, part)
+            # "ieee": fp32 operands multiplied in full fp32 (fp16/bf16 operands use tensor cores anyway).
+            part = tl.dot(a, b, part, input_precision="ieee")
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
         acc += part
@@ -86,8 +84,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     cfg = _config(a, M, N, K)
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]), batch)
     bmm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), a.stride(2),
-                     b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1), c.stride(2),
-                     IEEE=a.dtype == torch.float32, **cfg)
+                     b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1), c.stride(2), **cfg)
     return c
 
 

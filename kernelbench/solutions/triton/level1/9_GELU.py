@@ -33,8 +33,8 @@ def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     e = _erfc_nonneg(tl.abs(x) * 0.7071067811865476)
     half_x = 0.5 * x
-    # x >= 0: 0.5 x (2 - erfc(|z|));  x < 0: 0.5 x erfc(|z|).
-    y = tl.where(x >= 0, x - half_x * e, half_x * e)
+    # x >= 0: 0.5 x (2 - erfc(|z|)) = x (1 - erfc/2);  x < 0: 0.5 x erfc(|z|).
+    y = tl.where(x >= 0, x * (1.0 - 0.5 * e), half_x * e)
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -24,7 +24,7 @@ import triton.language as tl
 def linear_bias_residual_kernel(x_ptr, w_ptr, bias_ptr, res_ptr, out_ptr, M, N, K,
                                 stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on, stride_rm, stride_rn,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr, IEEE: tl.constexpr):
+                                GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr):
     # Grouped launch order: GROUP_M consecutive tile-rows sweep the tile-columns together (L2 reuse).
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -53,10 +53,8 @@ def linear_bias_residual_kernel(x_ptr, w_ptr, bias_ptr, res_ptr, out_ptr, M, N, 
             k_left = K - k0 - t * BLOCK_K
             a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(w_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            if IEEE:
-                part = tl.dot(a, b, part, input_precision="ieee")
-            else:
-                part = tl.dot(a, b, part)
+            # "ieee": fp32 operands multiplied in full fp32 (fp16/bf16 operands use tensor cores anyway).
+            part = tl.dot(a, b, part, input_precision="ieee")
             x_ptrs += BLOCK_K * stride_xk
             w_ptrs += BLOCK_K * stride_wk
         acc += part
@@ -142,7 +140,7 @@ class ModelNew(nn.Module):
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
         linear_bias_residual_kernel[grid](x, w, b, x, z, M, N, K, x.stride(0), x.stride(1),
                                           w.stride(0), w.stride(1), z.stride(0), z.stride(1),
-                                          x.stride(0), x.stride(1), IEEE=x.dtype == torch.float32, **cfg)
+                                          x.stride(0), x.stride(1), **cfg)
         rows, block, warps = _row_config(x, N)
         layernorm_kernel[(triton.cdiv(M, rows),)](z, self.norm.weight, self.norm.bias, out, M, N, z.stride(0),
                                                   out.stride(0), float(self.norm.eps),

@@ -25,7 +25,7 @@ import triton.language as tl
 def linear_bias_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
                        stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr, IEEE: tl.constexpr):
+                       GROUP_M: tl.constexpr, CHUNK_K_TILES: tl.constexpr):
     # Grouped launch order: GROUP_M consecutive tile-rows sweep the tile-columns together (L2 reuse).
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -54,10 +54,8 @@ def linear_bias_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
             k_left = K - k0 - t * BLOCK_K
             a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(w_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            if IEEE:
-                part = tl.dot(a, b, part, input_precision="ieee")
-            else:
-                part = tl.dot(a, b, part)
+            # "ieee": fp32 operands multiplied in full fp32 (fp16/bf16 operands use tensor cores anyway).
+            part = tl.dot(a, b, part, input_precision="ieee")
             x_ptrs += BLOCK_K * stride_xk
             w_ptrs += BLOCK_K * stride_wk
         acc += part
@@ -101,7 +99,7 @@ def layernorm_gelu_kernel(z_ptr, w_ptr, b_ptr, out_ptr, n_rows, n_cols, stride_z
     v = centered * rstd[:, None] * w[None, :] + b[None, :]
     e = _erfc_nonneg(tl.abs(v) * 0.7071067811865476)
     half_v = 0.5 * v
-    y = tl.where(v >= 0, v - half_v * e, half_v * e)
+    y = tl.where(v >= 0, v * (1.0 - 0.5 * e), half_v * e)
     out_mask = (rows < n_rows)[:, None] & col_ok[None, :]
     tl.store(out_ptr + rows.to(tl.int64)[:, None] * stride_out + cols[None, :],
              y.to(out_ptr.dtype.element_ty), mask=out_mask)
@@ -151,8 +149,7 @@ class ModelNew(nn.Module):
         cfg = _gemm_config(x, M, N, K)
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
         linear_bias_kernel[grid](x, w, b, z, M, N, K, x.stride(0), x.stride(1),
-                                 w.stride(0), w.stride(1), z.stride(0), z.stride(1),
-                                 IEEE=x.dtype == torch.float32, **cfg)
+                                 w.stride(0), w.stride(1), z.stride(0), z.stride(1), **cfg)
         rows, block, warps = _row_config(x, N)
         layernorm_gelu_kernel[(triton.cdiv(M, rows),)](z, self.norm.weight, self.norm.bias, out, M, N,
                                                        z.stride(0), out.stride(0), float(self.norm.eps),
