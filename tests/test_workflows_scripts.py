@@ -273,3 +273,23 @@ def test_run_job_semantics(tmp_path):
     with pytest.raises(WorkflowError, match="no local stand-in"):
         run_job({"jobs": {"k": {"steps": [{"uses": "other/action@v2"}]}}}, "k", ctx)
     assert dict(os.environ) == before  # the runner never changes this process's environment
+
+
+def test_post_comment_needs_only_the_standard_library(tmp_path):
+    """comment.yml runs it on a bare Python: no site-packages (-S), no project on the path (-I)."""
+    body = tmp_path / "report.md"
+    body.write_text("## report\n")
+    env = {"PATH": os.environ.get("PATH", ""), "KB_COMMENT_SINK": f"file:{tmp_path}/c.json"}
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "ci" / "kb_ci.py"), "post-comment",
+                           "--marker", "validate", "--pr", "3", "--body", str(body)],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (c,) = FileCommentSink(tmp_path / "c.json").list_comments(3)
+    assert c.body == "<!-- kernelbench:validate -->\n## report\n"
+
+
+@pytest.mark.parametrize("sub", ["changed", "fetch", "validate", "score", "post-comment"])
+def test_every_subcommand_has_help(sub, capsys):
+    with pytest.raises(SystemExit) as e:
+        kb_ci.main([sub, "--help"])
+    assert e.value.code == 0 and f"kb_ci.py {sub}" in capsys.readouterr().out

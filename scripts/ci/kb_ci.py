@@ -140,13 +140,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         report.files.append(fr)
     (out / "validate.json").write_text(report.to_json(), encoding="utf-8")
     (out / "report.md").write_text(validation_comment(report.to_markdown(), ctx, n_deleted), encoding="utf-8")
+    from tabulate import tabulate
+
     for f in report.files:
-        print(f"{'pass' if f.passed else 'FAIL'}  {f.path}: {f.n_kernels} kernel(s), {f.n_errors} error(s), "
-              f"{f.n_warnings} warning(s)")
         for i in f.issues:
             if i.severity == "error":
-                print(f"      {i.key or ''} {i.message} [{i.code}]")
-    print(f"report written to {out}")
+                print(f"{f.path}: {i.key + ': ' if i.key else ''}{i.message} [{i.code}]")
+    print(tabulate([[f.path, f.display_name or "-", f.n_kernels, f.n_errors, f.n_warnings,
+                     "pass" if f.passed else "FAIL"] for f in report.files],
+                   headers=["file", "display name", "kernels", "errors", "warnings", "result"]))
+    print(f"\nreport written to {out}")
     return 0 if report.passed else 1
 
 
@@ -166,11 +169,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     body = evaluation_comment(scores, ctx, problems.source)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(body, encoding="utf-8")
-    for s in scores:
-        rank = f"#{s.rank} of {s.n_ranked}" if s.rank is not None else "unranked"
-        print(f"{s.entry} on {s.gpu}: {s.overall['n_correct']}/{s.overall['n_problems']} correct, full-deck geomean "
-              f"{s.overall['fulldeck_geomean']:.3f}, {rank}, audit {s.status}")
-    print(f"comment written to {args.out}")
+    from tabulate import tabulate
+
+    print(tabulate([[s.entry, s.gpu, f"{s.overall['n_correct']}/{s.overall['n_problems']}",
+                     f"{s.overall['fulldeck_geomean']:.3f}", f"#{s.rank} of {s.n_ranked}" if s.rank else "-", s.status]
+                    for s in scores], headers=["entry", "gpu", "correct", "full-deck geomean", "rank", "audit"],
+                   disable_numparse=True))
+    print(f"\ncomment written to {args.out}")
     return 0
 
 
