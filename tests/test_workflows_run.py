@@ -24,15 +24,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fixtures.leaderboard import factory as F
+
+pytest.importorskip("yaml")
+pytest.importorskip("pydantic")
+
+from fixtures.leaderboard import factory as F  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 sys.path.insert(0, str(ROOT / "scripts" / "ci"))
 
 from local_runner import JobContext, JobRun, load_workflow, run_job, standard_actions  # noqa: E402
-
-pytest.importorskip("yaml")
 
 REPO = "kb-org/leaderboard"
 TOKEN = "ghs_local_test_token"
