@@ -179,6 +179,15 @@ def test_privileged_jobs_never_check_out_or_run_pull_request_code(wf):
         assert uses_head in ([], ["LABELLED_SHA"]), f"{name}.{job_id}: {uses_head}"
 
 
+def test_no_caches_that_a_pull_request_could_poison(wf):
+    """A cache written by the pull request's own validate run and restored in a privileged job
+    would be code from the pull request; so no job uses one."""
+    for name, job_id, job in jobs(wf):
+        for st in steps(job):
+            assert not str(st.get("uses", "")).startswith("actions/cache"), f"{name}.{job_id}"
+            assert not (st.get("with") or {}).get("cache"), f"{name}.{job_id}: {st.get('uses')} with a cache"
+
+
 def test_only_trusted_entry_points_run_with_the_modal_token(wf):
     job = wf["evaluate"]["jobs"]["evaluate"]
     names = [s.get("name") or s.get("uses", "").split("@")[0] for s in steps(job)]
