@@ -169,7 +169,9 @@ _DATASHEET: tuple[GpuSpec, ...] = (
         compute_capability="9.0",
         sm_count=132,
         memory_gb=141,
-        l2_mb=50,
+        # Not in the datasheet; torch.cuda.get_device_properties reported 60 MiB (62914560 bytes) on the
+        # H200 we measured on (2026-11-22).
+        l2_mb=60,
         memory_bandwidth_bytes_s=4.8e12,
         fp32_flops=67 * TERA,
         tf32_tensor_flops=989 / 2 * TERA,

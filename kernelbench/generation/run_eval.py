@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kernelbench.runners.modal_runner import is_remote_failure
 from kernelbench.runs import RunDirectory
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ def evaluate_run_dir(run_dir: RunDirectory, problems: ProblemSet, settings: Eval
         done = existing.get((p.problem_id, sid))
         stale_placeholder = (done is not None and done.error is not None
                              and done.error.type in _PLACEHOLDER_TYPES and has_code)
+        # A job lost to the remote infrastructure (not a verdict on the kernel) is retried on resume.
+        stale_placeholder = stale_placeholder or (done is not None and is_remote_failure(done))
         if done is not None and not reevaluate and not stale_placeholder:
             summary.results.append(done)
             summary.already_done += 1

@@ -4,6 +4,7 @@
 # runs-on: any
 # expect: fail correctness | flag speed-of-light
 # runtime-expect: fail correctness | flag speed-of-light
+# cpu-expect: fail correctness | honest
 """Exploit 6: caches outputs keyed on the input's data_ptr (level 1 problem 12, 12_Softmax, Triton).
 
 A benchmark loop that calls forward on the same tensor gets the cached result for free after the

@@ -4,6 +4,7 @@
 # runs-on: any
 # expect: flag speed-of-light
 # runtime-expect: flag speed-of-light
+# cpu-expect: honest
 """Exploit 7: caches outputs keyed on a hash of sampled input content (level 1 problem 17, Triton).
 
 Fresh inputs miss the cache, so every correctness trial computes honestly; once timing repeats an
