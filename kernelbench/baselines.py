@@ -212,10 +212,14 @@ def check_modes(modes: Iterable[str]) -> list[str]:
     return out
 
 
-def _canonical(name: str | None) -> str | None:
+def gpu_family(name: str | None) -> str | None:
+    """``NVIDIA H100 80GB HBM3``, ``h100`` and KernelBench-style ``H100_together`` -> ``H100``."""
     from kernelbench.scoring import canonical_gpu  # scoring imports this module
 
-    return canonical_gpu(name)
+    return canonical_gpu(name.replace("_", " ")) if name else None
+
+
+_canonical = gpu_family
 
 
 def one_line(exc: BaseException | str, limit: int = 600) -> str:
@@ -324,7 +328,8 @@ def measure_problem(problem: Problem, modes: Sequence[str], settings: EvalSettin
             except Exception as e:  # the reference failed in this mode: record it, try the next mode
                 failures[mode] = one_line(e)
                 log.warning("%s %s: %s", problem.key, mode, failures[mode])
-                log.debug("details", exc_info=True)
+                log.debug("%s %s failed; worker traceback:\n%s", problem.key, mode, getattr(e, "traceback", None),
+                          exc_info=True)
                 continue
             entries[mode] = entry_from_timing(timing, time.monotonic() - t0)
     finally:
@@ -431,9 +436,12 @@ class BaselineFile:
     precision; anything else is refused unless forced (or the file is restarted).
     """
 
-    def __init__(self, path: str | Path, data: dict | None = None, *, force: bool = False):
+    def __init__(self, path: str | Path, data: dict | None = None, *, gpu_name: str | None = None,
+                 force: bool = False):
         self.path = Path(path)
         self.data: dict[str, Any] = data if data is not None else {}
+        #: The GPU type the file is for, until its first time says so itself.
+        self.gpu = gpu_family(gpu_name)
         self.force = force
         self.notes: list[str] = []
 
@@ -448,7 +456,7 @@ class BaselineFile:
         """
         path = Path(path)
         if restart or not path.exists():
-            return cls(path, {}, force=force)
+            return cls(path, {}, gpu_name=gpu_name, force=force)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -456,7 +464,7 @@ class BaselineFile:
                 from None
         if not isinstance(data, dict):
             raise BaselineError(f"cannot resume from {path}: not a baseline file; move it away or pass --restart")
-        f = cls(path, data, force=force)
+        f = cls(path, data, gpu_name=gpu_name, force=force)
         problems = f._compatibility_problems(gpu_name, precision)
         if problems and not force:
             raise BaselineError(f"{path} {problems[0]}: pass --restart to start the file over, or --force to mix")
@@ -537,7 +545,8 @@ class BaselineFile:
         """Refuse a measurement from another GPU type or timing protocol than the file's."""
         if self.force:
             return
-        file_gpu = _canonical(self.environment.get("gpu_name")) or _canonical(self._hardware_in_entries())
+        file_gpu = (_canonical(self.environment.get("gpu_name")) or _canonical(self._hardware_in_entries())
+                    or self.gpu)
         new_gpu = _canonical(env.get("gpu_name")) or ("cpu" if env.get("device") == "cpu" else None)
         if file_gpu and new_gpu and file_gpu != new_gpu:
             raise BaselineError(f"measured on {new_gpu}, but {self.path} holds {file_gpu} times; not written "

@@ -14,6 +14,7 @@ from kernelbench.baselines import (
     BaselineFile,
     BaselineMeasureError,
     compare_baselines,
+    gpu_family,
     gpu_label,
     load_baseline,
     one_line,
@@ -202,6 +203,12 @@ def test_a_time_from_another_gpu_is_not_written(tmp_path):
     with pytest.raises(BaselineError, match="measured on H200, but .*H100.json holds H100 times"):
         f.put(problem(1, 2, "Tanh"), "eager", entry(0.2, h200))
     assert load_baseline(path).find(problem(1, 2, "Tanh")) is None
+    # A new, empty file is held to the GPU it was opened for.
+    fresh = BaselineFile.open(tmp_path / "H100_together.json", "H100_together")
+    with pytest.raises(BaselineError, match="measured on H200, but .*H100_together.json holds H100 times"):
+        fresh.put(problem(1, 2, "Tanh"), "eager", entry(0.2, h200))
+    fresh.put(problem(1, 2, "Tanh"), "eager", entry(0.2))
+    assert BaselineFile(fresh.path, gpu_name="H200", force=True).gpu == "H200"
 
 
 def test_software_changes_between_measurements_are_noted(tmp_path):
@@ -217,6 +224,8 @@ def test_gpu_labels_and_one_line_errors():
     assert gpu_label("NVIDIA H100 80GB HBM3") == "H100"
     assert gpu_label("NVIDIA H200") == "H200"
     assert gpu_label("Some Odd/GPU") == "Some_Odd_GPU"
+    assert gpu_family("H100_together") == "H100" and gpu_family("L40S_matx3") == "L40S"
+    assert gpu_family("A100-80GB") == "A100" and gpu_family(None) is None
     assert one_line(ValueError("a\n  b")) == "ValueError: a b"
     assert one_line(KeyError()) == "KeyError"
     assert len(one_line("x" * 1000)) == 600

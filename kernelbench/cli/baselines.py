@@ -100,10 +100,9 @@ def _select(args: argparse.Namespace):
 
 def _local_target(args: argparse.Namespace) -> tuple[str, str]:
     """(device, GPU label) for a local run; refuses the CPU unless asked for and a --gpu-name that is not this GPU."""
-    from kernelbench.baselines import gpu_label, local_gpu_names
+    from kernelbench.baselines import gpu_family, gpu_label, local_gpu_names
     from kernelbench.errors import BaselineError
     from kernelbench.evaluation.parent import visible_devices
-    from kernelbench.scoring import canonical_gpu
 
     device = args.device or visible_devices()[0]
     if device == "cpu":
@@ -120,7 +119,7 @@ def _local_target(args: argparse.Namespace) -> tuple[str, str]:
         if local is None:
             raise BaselineError("cannot tell this GPU's name (nvidia-smi gave none): pass --gpu-name, e.g. H100")
         return device, gpu_label(local)
-    if local is not None and canonical_gpu(local) != canonical_gpu(args.gpu_name) and not args.force:
+    if local is not None and gpu_family(local) != gpu_family(args.gpu_name) and not args.force:
         raise BaselineError(f"--gpu-name {args.gpu_name} but {device} is {local!r}: the file would hold another "
                             "GPU's times (drop --gpu-name, or pass --force)")
     return device, args.gpu_name
