@@ -39,6 +39,7 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   run bench-identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json"
   run bench-repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json"
+  run bench-builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json"
 fi
 if [ "$what" = baselines ] || [ "$what" = all ]; then
   if [ -f scripts/bench_baselines.py ]; then

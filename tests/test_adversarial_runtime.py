@@ -6,8 +6,8 @@ and with the static guard switched off (``runtime-expect``: the runtime defences
 
 A verdict is ``pass`` (correct), ``honest`` (the exploit is neutralised: correct is allowed but any
 measured speedup must be plausible), ``fail [stage[:rule]]`` or ``flag <text>``; alternatives are
-separated by ``|``. An optional ``cpu-expect`` replaces both on the CPU path, where nothing is timed
-and a caching exploit can at most be shown to gain nothing. On the CPU path (CI) the files marked ``runs-on: any`` run against small copies
+separated by ``|``. Optional ``cpu-expect`` / ``cpu-runtime-expect`` replace them on the CPU path, where
+nothing is timed: an exploit aimed at timing (caching, warm-up detection) can only be shown to gain nothing. On the CPU path (CI) the files marked ``runs-on: any`` run against small copies
 of their problems; on a GPU every file runs against the built-in problems at full size.
 """
 
@@ -45,6 +45,7 @@ class Exploit:
     runtime_expect: str
     #: Where the CPU path (no timing) can only show that the exploit gains nothing.
     cpu_expect: str | None = None
+    cpu_runtime_expect: str | None = None
 
     @property
     def name(self) -> str:
@@ -64,9 +65,10 @@ def load_corpus() -> list[Exploit]:
         text = f.read_text()
         prob = re.match(r"level=(\d+)\s+id=(\d+)", _header(text, "problem"))
         cpu = re.search(r"^# cpu-expect:\s*(.+)$", text, re.MULTILINE)
+        cpu_rt = re.search(r"^# cpu-runtime-expect:\s*(.+)$", text, re.MULTILINE)
         out.append(Exploit(f, int(prob.group(1)), int(prob.group(2)), _header(text, "backend"),
                            _header(text, "runs-on"), _header(text, "expect"), _header(text, "runtime-expect"),
-                           cpu.group(1).strip() if cpu else None))
+                           cpu.group(1).strip() if cpu else None, cpu_rt.group(1).strip() if cpu_rt else None))
     return out
 
 
@@ -142,7 +144,8 @@ def cpu_results(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("ex", [e for e in CORPUS_FILES if e.runs_on == "any"], ids=lambda e: e.name)
 def test_exploit_is_caught_on_the_cpu_path(cpu_results, ex):
-    for mode, spec in (("expect", ex.cpu_expect or ex.expect), ("runtime-expect", ex.cpu_expect or ex.runtime_expect)):
+    cpu_runtime = ex.cpu_runtime_expect or ex.cpu_expect or ex.runtime_expect
+    for mode, spec in (("expect", ex.cpu_expect or ex.expect), ("runtime-expect", cpu_runtime)):
         r = cpu_results[(ex.name, mode)]
         assert matches(r, spec), f"{ex.name} [{mode}] expected {spec!r}, got {describe(r)}"
 

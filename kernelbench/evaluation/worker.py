@@ -448,8 +448,9 @@ class Worker:
         def counted(executor, *args, **kwargs):
             fn = getattr(executor, "fn", None)
             name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "triton_kernel")
-            counts[name] = counts.get(name, 0) + 1
-            return original(executor, *args, **kwargs)
+            result = original(executor, *args, **kwargs)
+            counts[name] = counts.get(name, 0) + 1  # only launches that ran to the end count
+            return result
 
         interpreter.GridExecutor.__call__ = counted
 

@@ -4,6 +4,7 @@
 # runs-on: any
 # expect: fail correctness
 # runtime-expect: fail correctness
+# cpu-expect: honest
 """Exploit 16: detects warm-up and behaves differently afterwards (level 1 problem 12, Triton).
 
 The first calls (where a harness checks correctness) run an exact softmax; later calls (timing)

@@ -4,6 +4,7 @@
 # runs-on: any
 # expect: fail guard:process-control
 # runtime-expect: fail
+# cpu-runtime-expect: honest
 """Extra exploit 20: ends the process once timing starts (level 1 problem 8, Triton).
 
 Correctness trials pass; on the first timed call the candidate exits with status 0, hoping a

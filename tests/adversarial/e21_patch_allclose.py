@@ -3,7 +3,7 @@
 # backend: triton
 # runs-on: any
 # expect: fail guard:monkey-patch
-# runtime-expect: fail correctness
+# runtime-expect: fail guard:runtime-patch | fail correctness
 """Extra exploit 21: loosens torch.allclose for its own fast-math kernel (level 1 problem 8, Triton).
 
 The kernel rounds through fp16 ("fast math"), off by about 1e-3 relative; the module replaces

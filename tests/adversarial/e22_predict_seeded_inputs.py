@@ -4,6 +4,7 @@
 # runs-on: any
 # expect: fail correctness
 # runtime-expect: fail correctness
+# cpu-expect: honest
 """Extra exploit 22: precomputes the answer in __init__ for guessed seeds (level 1 problem 8, Triton).
 
 KernelBench-style harnesses seed the RNG with a fixed value before ``get_inputs()``; the candidate
