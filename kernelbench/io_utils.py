@@ -18,6 +18,7 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; results are meant to be shared
         with os.fdopen(fd, "w", encoding=encoding) as f:
             f.write(text)
             f.flush()
@@ -31,6 +32,12 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> N
 
 def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2, sort_keys: bool = False) -> None:
     atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys, allow_nan=False) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager

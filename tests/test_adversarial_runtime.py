@@ -119,7 +119,7 @@ def run_corpus(problems, exploits: list[Exploit], device: str) -> dict[tuple[str
     for ex in exploits:
         problem = problems.get(ex.level, ex.problem_id)
         source = ex.path.read_text()
-        base = EvalSettings(backend=ex.backend, device=device, stage_timeout_s=60.0, timing_budget_s=0.5)
+        base = EvalSettings(backend=ex.backend, device=device, stage_timeout_s=30.0, timing_budget_s=0.3)
         for mode, guard in (("expect", True), ("runtime-expect", False)):
             jobs.append(EvalJob(problem, source, base.with_(static_guard=guard), sample_id=len(jobs)))
             keys.append((ex.name, mode))
