@@ -10,12 +10,17 @@ Each check runs in a child process: Triton on the CPU needs TRITON_INTERPRET=1 i
 before ``triton.jit`` runs, and a crashing kernel must not take the test session with it. The child
 is this file run as a script; it writes its results to a JSON file of its own, never to stdout.
 
-- fast (default): every Triton solution on small, irregular shapes (block tails, non-powers of
-  two), on the CPU under the interpreter, in one child; plus fp16 inputs for a few.
-- slow: every Triton solution at the problem's full size on the CPU (what the evaluator's CPU path
-  runs), one child each; and every CUDA solution's source compiled for real by nvcc.
+- default: every Triton solution on small, irregular shapes (block tails, non-powers of two) on
+  the CPU under the interpreter, in one child, plus fp16 inputs for a few; every CUDA solution's
+  KERNELS block (device code and per-dtype launch functions) compiled by nvcc; static checks; and
+  self-tests showing the harness fails wrong, input-writing and aliasing solutions.
+- slow: a representative few Triton solutions compiled ahead of time for sm_90 with their GPU
+  launch configuration (no spills, shared memory within the H100's).
+- slow + KB_SOLUTIONS_EXHAUSTIVE=1: every Triton solution at full size on the CPU (what the
+  evaluator's CPU path runs; about an hour), every Triton solution compiled for sm_90, and every
+  CUDA extension compiled whole against the torch headers.
 - gpu: every solution (Triton and CUDA) at full size on the GPU, with eager-vs-solution times
-  (CUDA events, medians) printed; run with ``pytest -m gpu -s tests/test_solutions_inprocess.py``.
+  (CUDA events, medians); run with ``pytest -m gpu -s tests/test_solutions_inprocess.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "kernelbench" / "solutions"
@@ -62,6 +69,17 @@ SMALL_SHAPES: dict[tuple[int, int], dict[str, int]] = {
 }
 # Solutions also checked with fp16 inputs and weights on the CPU (tolerance 1e-2).
 FP16_CHECKS = [(1, 8), (1, 12), (1, 14), (1, 15), (2, 1)]
+# CI runs `-m "not gpu"`, slow tests included, on 2 cores. The exhaustive checks (every solution at full
+# size on the CPU interpreter: about an hour; every CUDA extension against the torch headers: minutes
+# each) run only when asked for; otherwise the slow set compiles a representative few for the H100.
+EXHAUSTIVE = os.environ.get("KB_SOLUTIONS_EXHAUSTIVE", "") not in ("", "0")
+exhaustive_only = pytest.mark.skipif(not EXHAUSTIVE, reason="set KB_SOLUTIONS_EXHAUSTIVE=1 (takes long)")
+AOT_REPRESENTATIVES = [(1, 1), (1, 12), (2, 10)]
+# Known to miss the strict fp32 tolerance on the CPU through no fault of the kernel: with randn inputs and
+# K >= 3072, the CPU reference itself is up to ~1.1x the tolerance away from the exact (fp64) product
+# where the result is near zero, so any second fp32 GEMM disagrees with it somewhere (measured: worst
+# error/tolerance 1.24, 1.24, 1.05 against solutions whose own error is below the reference's).
+CPU_GEMM_TOLERANCE_ISSUE = {(1, 1), (1, 2), (1, 4)}
 TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 
 
@@ -373,8 +391,6 @@ if __name__ == "__main__":
 # The tests.
 # --------------------------------------------------------------------------------------------
 
-import pytest  # noqa: E402  (the child above must not need pytest)
-
 TRITON_FILES = _solution_files("triton")
 CUDA_FILES = _solution_files("cuda")
 
@@ -433,6 +449,25 @@ def test_reference_op_check_can_fail():
         "line 1: the @ operator", "line 1: the reference submodule self.gemm()", "line 2: F.gelu()"]
 
 
+def test_solutions_api_lists_every_file():
+    from kernelbench.problems import load_builtin
+    from kernelbench.solutions import get_solution, list_solutions, submission_kernels
+
+    listed = list_solutions()
+    assert {s.path for s in listed} == set(TRITON_FILES + CUDA_FILES)
+    suite = load_builtin()
+    for s in listed:  # every solution answers a real problem, under the problem's own file name
+        assert suite.get(s.level, s.problem_id).name == s.name, s
+    relu = get_solution(1, 8, "cuda")
+    assert relu.path == SOLUTIONS / "cuda" / "level1" / "8_ReLU.py" and "ModelNew" in relu.source
+    kernels = submission_kernels("triton")
+    assert len(kernels) == len(TRITON_FILES) and "level_2_problem_1_sample_0" in kernels
+    with pytest.raises(LookupError, match="level 1 problem 99"):
+        get_solution(1, 99, "triton")
+    with pytest.raises(ValueError, match="backend 'cutlass'"):
+        list_solutions("cutlass")
+
+
 @pytest.fixture(scope="module")
 def small_results() -> dict[str, dict]:
     specs = [_spec(p, "triton", "cpu", overrides=SMALL_SHAPES.get(_level_id(p), {})) for p in TRITON_FILES]
@@ -487,7 +522,11 @@ def test_harness_catches_a_bad_solution(case: str, tmp_path: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", TRITON_FILES, ids=_ident)
+@exhaustive_only
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(reason="randn GEMM with K >= 3072 vs the strict fp32 tolerance: the "
+                                                   "CPU reference's own rounding error reaches it", strict=False))
+    if _level_id(p) in CPU_GEMM_TOLERANCE_ISSUE else p for p in TRITON_FILES], ids=_ident)
 def test_triton_solution_full_size_cpu(path: Path):
     (res,) = _run_child([_spec(path, "triton", "cpu")], "cpu", timeout_s=1800)
     print(f"{_ident(path)}: solution forward {res.get('solution_s')} s on the CPU (check {res.get('seconds')} s), "
@@ -496,7 +535,8 @@ def test_triton_solution_full_size_cpu(path: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", TRITON_FILES, ids=_ident)
+@pytest.mark.parametrize("path", [p for p in TRITON_FILES if EXHAUSTIVE or _level_id(p) in AOT_REPRESENTATIVES],
+                         ids=_ident)
 def test_triton_solution_compiles_for_h100(path: Path):
     """Each kernel, with the block sizes the solution picks on a GPU at full size, compiles for sm_90
     without spilling registers and within the H100's shared memory (no GPU needed)."""
@@ -574,6 +614,7 @@ _SHIMS = {
 
 
 @pytest.mark.slow
+@exhaustive_only
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("path", CUDA_FILES, ids=_ident)
 def test_cuda_solution_compiles_with_torch_headers(path: Path, tmp_path: Path):
