@@ -70,11 +70,13 @@ def main() -> int:
     t = time.perf_counter()
     first = _compile_job(job(0), arch)
     one_s = time.perf_counter() - t
+    print(f"one build: {one_s:.1f} s (ok={first.get('ok')})", flush=True)
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         many = list(pool.map(lambda i: _compile_job(job(i), arch), range(1, args.parallel + 1)))
     many_s = time.perf_counter() - t
     ok = sum(1 for r in many if r.get("ok"))
+    print(f"{args.parallel} builds in parallel: {many_s:.1f} s ({ok} ok)", flush=True)
     cold = evaluate(job(100))
     warm = evaluate(job(100))
     rows = {

@@ -73,6 +73,8 @@ def main() -> int:
             "timing_note": res.timing_note,
         })
         r = rows[-1]
+        if args.out:  # written after every result, so a run cut short keeps what it measured
+            Path(args.out).write_text(json.dumps({"partial": True, "rows": rows}, indent=1))
         print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "
               f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}  "
               f"n={r['n']:<4} {'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)

@@ -233,7 +233,7 @@ class DeviceSession:
         self.device = device
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
-        self.depth = spares if spares is not None else (3 if self.is_cuda else 1)
+        self.depth = spares if spares is not None else (2 if self.is_cuda else 1)
         self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
         self._spare_candidates: dict[str | None, list[_Spare]] = {}
         self._spare_reference: _Spare | None = None
@@ -535,7 +535,26 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     v.stage_times["correctness"] = time.monotonic() - t0
     v.correct = True
 
-    # ---- runtime guards: whose kernels ran, and where
+    # ---- timing
+    if not s.measure_timing:
+        v.timing_note = "timing not requested"
+    elif not session.is_cuda:
+        v.timing_note = "not measured: no GPU (CPU path checks correctness only)"
+    else:
+        t0 = time.monotonic()
+        session.quiesce()
+        try:
+            _time(job, v, ref, cand, secret)
+        except WorkerFailed as e:
+            r = e.reply
+            v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        v.stage_times["timing"] = time.monotonic() - t0
+        session.allow_gpu_init()
+        if v.error is not None:
+            return
+
+    # ---- runtime guards: whose kernels ran, and where. After timing, so that the profiler's
+    # state (CUPTI) never differs between the candidate's and the reference's timed calls.
     t0 = time.monotonic()
     own = rt.own_kernel_names(job.candidate_source)
     seed = seedlib.derive_seed(secret, "profile")
@@ -561,24 +580,6 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     if any(f.severity == "error" for f in v.findings):
         v.fail(Stage.GUARD, "RuntimeGuard", "; ".join(f.message for f in v.findings if f.severity == "error"))
         return
-
-    # ---- timing
-    if not s.measure_timing:
-        v.timing_note = "timing not requested"
-    elif not session.is_cuda:
-        v.timing_note = "not measured: no GPU (CPU path checks correctness only)"
-    else:
-        t0 = time.monotonic()
-        session.quiesce()
-        try:
-            _time(job, v, ref, cand, secret)
-        except WorkerFailed as e:
-            r = e.reply
-            v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
-        v.stage_times["timing"] = time.monotonic() - t0
-        session.allow_gpu_init()
-        if v.error is not None:
-            return
 
     # ---- anything patched while running?
     pr, _ = _call(cand, {"cmd": "check_patches", "when": "while running"}, s.stage_timeout_s, Stage.RUN,

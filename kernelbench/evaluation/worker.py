@@ -80,7 +80,7 @@ class Worker:
         self.interp_launches: dict[str, int] = {}
         self.l2_flush = None
         self.initialized = False
-        if role == "candidate":
+        if role in ("candidate", "reference"):
             # Imported now so nothing the candidate does later can be confused with our own imports.
             import torch.profiler  # noqa: F401
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
@@ -104,8 +104,9 @@ class Worker:
             self._elapsed = torch._C._CudaEventBase.elapsed_time
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
-            if self.role == "candidate":
-                self._warm_profiler()
+            # Both roles, so the candidate's and the reference's processes are in the same state
+            # (CUPTI started, the modules the profiler imports loaded) when they are timed.
+            self._warm_profiler()
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None
