@@ -123,7 +123,10 @@ def run_corpus(problems, exploits: list[Exploit], device: str) -> dict[tuple[str
         for mode, guard in (("expect", True), ("runtime-expect", False)):
             jobs.append(EvalJob(problem, source, base.with_(static_guard=guard), sample_id=len(jobs)))
             keys.append((ex.name, mode))
-    results = evaluate_batch(jobs, progress=False)
+    def show(i: int, r: KernelResult) -> None:  # as each arrives: a run cut short still says what it saw
+        print(f"{keys[i][0]} [{keys[i][1]}] {describe(r)}", flush=True)
+
+    results = evaluate_batch(jobs, progress=False, on_result=show)
     return dict(zip(keys, results))
 
 
