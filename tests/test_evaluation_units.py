@@ -139,6 +139,30 @@ def test_fingerprints_accept_tolerable_noise_and_reject_wrong_outputs():
     assert not compare.fingerprints_match(compare.fingerprint([flipped]), compare.fingerprint([r]), bounds)
 
 
+def test_fingerprints_in_small_chunks_reuse_buffers_and_still_discriminate():
+    torch.manual_seed(1)
+    r = torch.randn(1000)
+    fp = compare.Fingerprinter(chunk=64)
+    bounds = fp.bounds([r], 1e-4, 1e-4)
+    assert bounds == pytest.approx(compare.fingerprint_bounds([r], 1e-4, 1e-4))
+    buf = fp._buf
+    ok = fp.sums([r + 5e-5])
+    assert fp._buf is buf, "no new allocation between calls"
+    assert compare.fingerprints_match(ok, fp.sums([r]), bounds)
+    assert not compare.fingerprints_match(fp.sums([torch.randn(1000)]), fp.sums([r]), bounds)
+    assert fp.sums([torch.zeros(0)]) == [0.0, 0.0]
+
+
+def test_a_cpu_tensor_stays_on_the_cpu_when_decoded():
+    descs, blobs = encode_tensors([torch.ones(3)])
+    assert descs[0]["device"] == "cpu"
+    (t,) = decode_tensors(descs, blobs, torch.device("cpu")).tensors
+    assert t.device.type == "cpu"
+    descs[0]["device"] = "cuda:0"
+    with pytest.raises(TransportError, match="CPU evaluation"):
+        decode_tensors(descs, blobs, torch.device("cpu"))
+
+
 def test_tensors_equal_detects_in_place_changes():
     a = torch.randn(100)
     b = a.clone()

@@ -236,7 +236,7 @@ class DeviceSession:
         self.depth = spares if spares is not None else (2 if self.is_cuda else 1)
         self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
         self._spare_candidates: dict[str | None, list[_Spare]] = {}
-        self._spare_reference: _Spare | None = None
+        self._spare_references: list[_Spare] = []
         self.reference: WorkerProcess | None = None
         self.reference_key: tuple | None = None
         self.reference_info: dict = {}
@@ -250,14 +250,25 @@ class DeviceSession:
 
     def _all_spares(self) -> list[_Spare]:
         out = [sp for lst in self._spare_candidates.values() for sp in lst]
-        return out + ([self._spare_reference] if self._spare_reference else [])
+        return out + list(self._spare_references)
 
     def prime(self, backend: str) -> None:
         lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
         while len(lst) < self.depth:
             lst.append(self._spawn("candidate", backend))
-        if self._spare_reference is None and self.reference is None:
-            self._spare_reference = self._spawn("reference", None)
+        self._top_up_references()
+
+    def _top_up_references(self) -> None:
+        # Every new problem takes a fresh reference worker; keep as many ready as candidates.
+        while len(self._spare_references) < self.depth:
+            self._spare_references.append(self._spawn("reference", None))
+
+    def take_reference(self) -> WorkerProcess:
+        """A started, initialised reference worker (trusted code only), and a replacement on its way."""
+        spare = self._spare_references.pop(0) if self._spare_references else self._spawn("reference", None)
+        worker = spare.take()
+        self._top_up_references()
+        return worker
 
     def allow_gpu_init(self) -> None:
         """Nothing is being timed now: spares that have started may create their CUDA contexts."""
@@ -281,10 +292,7 @@ class DeviceSession:
         if self.reference is not None and self.reference_key == key and self.reference.alive():
             return self.reference, self.reference_info
         self.drop_reference()
-        spare = self._spare_reference or self._spawn("reference", None)
-        self._spare_reference = None
-        worker = spare.take()
-        self._spare_reference = self._spawn("reference", None)
+        worker = self.take_reference()
         tol = job.settings.tolerance
         reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
                                   "atol": tol.atol, "rtol": tol.rtol, "init_seed": _init_seed(job),
@@ -305,7 +313,7 @@ class DeviceSession:
         for sp in self._all_spares():
             sp.discard()
         self._spare_candidates.clear()
-        self._spare_reference = None
+        self._spare_references.clear()
         self._pool.shutdown(wait=False)
 
 
@@ -702,10 +710,12 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
     s = settings or EvalSettings(backend="torch")
     secret = s.seed_secret or seedlib.new_secret()
     session.allow_gpu_init()
-    spare = session._spare_reference or session._spawn("reference", None)
-    session._spare_reference = session._spawn("reference", None) if start_next else None
     t0 = time.monotonic()
-    worker = spare.take()
+    if start_next:
+        worker = session.take_reference()
+    else:
+        spare = session._spare_references.pop(0) if session._spare_references else session._spawn("reference", None)
+        worker = spare.take()
     try:
         tol = s.tolerance
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2

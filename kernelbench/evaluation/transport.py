@@ -79,7 +79,7 @@ def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], list[bytes]
         d: dict[str, Any] = {
             "dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": str(t.device),
         }
-        if t.device.type == "cuda":
+        if t.device.type == "cuda" and t.numel() > 0:
             storage = t.untyped_storage()
             (device, handle, size_bytes, offset_bytes, rc_handle, rc_offset, ev_handle, ev_sync) = storage._share_cuda_()
             d["ipc"] = {
@@ -91,9 +91,9 @@ def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], list[bytes]
             }
             d["stride"] = list(t.stride())
             d["storage_offset"] = int(t.storage_offset())
-        else:
+        else:  # CPU tensors, and empty CUDA tensors (nothing to share over IPC)
             flat = t.detach().contiguous().reshape(-1)
-            data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+            data = flat.view(torch.uint8).cpu().numpy().tobytes() if flat.numel() else b""
             d["blob"] = len(blobs)
             blobs.append(data)
         descs.append(d)
@@ -176,7 +176,12 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Rece
                 t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
             else:
                 t = torch.empty(shape, dtype=dtype)
-            if expect_device.type != "cpu":
+            claimed = d.get("device", "cpu")
+            if isinstance(claimed, str) and claimed.startswith("cuda"):
+                # An empty CUDA tensor travels as bytes; it stays a CUDA tensor. A tensor the candidate
+                # left on the CPU stays there, so the device check sees it.
+                if expect_device.type != "cuda":
+                    raise TransportError("CUDA tensor received on a CPU evaluation")
                 t = t.to(expect_device)
         out.append(t)
     return Received(out)

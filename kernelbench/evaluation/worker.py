@@ -86,6 +86,7 @@ class Worker:
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
         self.compare = compare
+        self.fingerprinter = compare.Fingerprinter()
         self.inputs = inputs
         self.transport = transport
 
@@ -376,9 +377,9 @@ class Worker:
             if want_fp:
                 _, leaves = self.transport.flatten(out)
                 plain = [t for t in leaves if type(t) is torch.Tensor]
-                fps.append(self.compare.fingerprint(plain))
+                fps.append(self.fingerprinter.sums(plain))
                 if want_bounds:
-                    bounds.append(self.compare.fingerprint_bounds(plain, self.atol, self.rtol))
+                    bounds.append(self.fingerprinter.bounds(plain, self.atol, self.rtol))
             if i >= len(seeds):
                 break
         wall = _perf_counter() - t_start
