@@ -244,6 +244,13 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         baseline = _baseline_for(bundle.gpu, config, baselines)
         if baseline is not None:
             check_same_gpu(results, baseline)
+            missing = [p for p in problems if baseline.find(p) is None]
+            if missing:
+                # An incomplete baseline would score some problems against it and others not:
+                # use the reference timed in each evaluation session for every problem instead.
+                log.warning("baseline for %s lacks %d problem(s) (e.g. %s); speedups use in-session reference "
+                            "timings", bundle.gpu, len(missing), missing[0].filename)
+                baseline = None
         report = score_results(problems, results, baseline, sample_policy="first")
         outcomes, _ = outcomes_from_results(problems, results, baseline, sample_policy="first")
         by_key = {(o.level, o.problem_id): o for o in outcomes}

@@ -242,3 +242,12 @@ def test_update_leaderboard_script_imports_run_directories(tmp_path):
     cmd[3] = str(summary)
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "score summary" in refused.stderr
+
+
+def test_an_incomplete_baseline_falls_back_to_in_session_timings(tmp_path, problems):
+    add_entry(tmp_path, "alpha", [F.result(1, 1, gpu="NVIDIA H100 80GB HBM3")])
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "H100.json").write_text(json.dumps(F.baseline({(1, "1_ReLU.py"): 1.0})))
+    aggregate(problems, config(tmp_path))
+    text = (tmp_path / "data" / "index.json").read_text()
+    assert "in-session reference" in text
