@@ -10,6 +10,20 @@ import sys
 from kernelbench import TIMING_PROTOCOL_VERSION
 
 
+def _smi_query(field: str) -> str | None:
+    """One field of ``nvidia-smi --query-gpu`` for the first GPU, without touching CUDA here."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return lines[0].strip() if lines else None
+
+
 def driver_version() -> str | None:
     try:
         import pynvml  # nvidia-ml-py, present on most GPU machines
@@ -18,30 +32,12 @@ def driver_version() -> str | None:
         v = pynvml.nvmlSystemGetDriverVersion()
         return v.decode() if isinstance(v, bytes) else str(v)
     except Exception:
-        pass
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+        return _smi_query("driver_version")
 
 
 def gpu_compute_capability_from_smi() -> str | None:
     """Without touching CUDA in this process (the parent must not own a CUDA context)."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
-    return lines[0].strip() if lines else None
+    return _smi_query("compute_cap")
 
 
 def collect(device) -> dict:
