@@ -819,7 +819,7 @@ def _merge_remote(file: BaselineFile, problem: Problem, modes: Sequence[str], ou
     for mode in modes:
         base = dict(level=problem.level, problem_id=problem.problem_id, filename=problem.filename, mode=mode)
         raw = (out.get("entries") or {}).get(mode)
-        error = out.get("error") or "no time came back for this mode"
+        error = (out.get("failures") or {}).get(mode) or out.get("error") or "no time came back for this mode"
         if raw is not None:
             try:
                 entry = BaselineEntry.model_validate(raw)

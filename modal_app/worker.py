@@ -258,6 +258,11 @@ def baselines_payload(payload: dict[str, Any], *, measure_fn: MeasureFn | None =
     except Exception as exc:
         log.exception("measuring %s failed", problem.key)
         out["error"] = describe_exception(exc)
+        # Some modes may have worked (BaselineMeasureError keeps them): do not lose those.
+        partial = getattr(exc, "entries", None) or {}
+        out["entries"] = {mode: entry.model_dump(mode="json") for mode, entry in partial.items()}
+        if getattr(exc, "failures", None):
+            out["failures"] = dict(exc.failures)
     hardware = next((e.get("hardware") for e in out["entries"].values() if e.get("hardware")), None)
     out["environment"] = (environment or runtime_environment)(hardware)
     if cache is not None:
