@@ -129,13 +129,12 @@ class RunDirectory:
 
     def __init__(self, path: str | Path, level: int | None = None):
         self.path = Path(path)
-        info = self.info()
-        recorded = info.get("level")
+        recorded = self.info().get("level")
+        if recorded is None:
+            recorded = self._infer_level()
         if level is not None and recorded is not None and int(recorded) != level:
             raise RunDirectoryError(f"run {self.path} holds level {recorded}, not level {level}")
         self.level: int | None = level if level is not None else (int(recorded) if recorded is not None else None)
-        if self.level is None:
-            self.level = self._infer_level()
 
     # ---- run metadata ----
     def info(self) -> dict:
@@ -159,6 +158,16 @@ class RunDirectory:
         if not self.path.is_dir():
             return None
         levels = {k.level for k in self.kernels()}
+        if not levels and (self.path / EVAL_RESULTS).exists():
+            try:
+                raw = json.loads((self.path / EVAL_RESULTS).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                raw = {}
+            for entries in (raw.values() if isinstance(raw, dict) else []):
+                for e in entries if isinstance(entries, list) else [entries]:
+                    lv = e.get("result", {}).get("level") if isinstance(e, dict) and isinstance(e.get("result"), dict) else None
+                    if isinstance(lv, int):
+                        levels.add(lv)
         if len(levels) > 1:
             raise RunDirectoryError(
                 f"run {self.path} mixes kernels of levels {sorted(levels)}; a run directory holds one level"

@@ -89,7 +89,7 @@ def test_runs_to_submission_errors(tmp_path):
         runs_to_submission({1: tmp_path / "empty"}, meta)
     wrong = tmp_path / "wrong"
     RunDirectory(wrong, level=2).write_kernel(2, 1, 0, "class ModelNew: pass")
-    with pytest.raises(RunDirectoryError, match="is a level 2 kernel in the level 1 run"):
+    with pytest.raises(RunDirectoryError, match="holds level 2, not level 1|is a level 2 kernel in the level 1 run"):
         runs_to_submission({1: wrong}, meta)
 
 
