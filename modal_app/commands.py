@@ -92,9 +92,9 @@ def evaluate_run_dir(run_dir: str | Path, problems: ProblemSet, settings: EvalSe
                      level: int | None = None, progress: bool = True) -> RunEvaluation:
     """Evaluate every kernel of a run that has no result yet, writing each result as it arrives.
 
-    The library's run evaluation does the work (the same one ``kernelbench evaluate-run`` uses).
-    On top of it, results that stand for a Modal infrastructure failure (``RemoteError``) count
-    as missing, so running the command again retries exactly the jobs that got no verdict.
+    The library's run evaluation does the work (the same one ``kernelbench evaluate-run`` uses);
+    it counts results that stand for a Modal infrastructure failure (``RemoteError``) as missing,
+    so running the command again retries exactly the jobs that got no verdict.
     """
     from kernelbench.generation.run_eval import evaluate_run_dir as library_evaluate_run_dir
     from kernelbench.runs import RunDirectory
@@ -108,20 +108,11 @@ def evaluate_run_dir(run_dir: str | Path, problems: ProblemSet, settings: EvalSe
     if rd.level is None:
         raise RunDirectoryError(f"cannot tell the level of {path}; pass --level")
 
-    retry = []
-    for (pid, sid), old in sorted(rd.load_results().items()):
-        kernel = rd.kernel_path(rd.level, pid, sid)
-        if is_remote_failure(old) and kernel.exists():
-            retry.append(EvalJob(problem=problems.get(rd.level, pid), candidate_source=kernel.read_text(encoding="utf-8"),
-                                 settings=settings, sample_id=sid))
     summary = library_evaluate_run_dir(rd, problems, settings, runner, progress=progress)
-    if retry:
-        log.info("%s: retrying %d job(s) Modal could not run last time", path, len(retry))
-        runner.run(retry, on_result=lambda _i, r: rd.save_result(r), progress=progress)
     final = rd.load_results()
     results = [final[(r.problem_id, r.sample_id)] for r in summary.results if (r.problem_id, r.sample_id) in final]
-    return RunEvaluation(run_dir=path, level=rd.level, results=results, n_evaluated=summary.evaluated + len(retry),
-                         n_reused=summary.already_done - len(retry))
+    return RunEvaluation(run_dir=path, level=rd.level, results=results, n_evaluated=summary.evaluated,
+                         n_reused=summary.already_done)
 
 
 def run_level(run_dir: str | Path, level: int | None = None) -> int:
