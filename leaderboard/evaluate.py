@@ -148,6 +148,8 @@ def evaluate_submission(
         label = canonical_gpu(gpu or "H100") or "H100"
     label = check_gpu_label(label.replace(" ", "-"))
 
+    # Each submission builds into its own corner of the CUDA build cache: its code runs where it builds.
+    settings = settings.with_(cache_namespace=f"sub-{submission.sha256()[:16]}")
     jobs = build_jobs(submission, problems, settings)
     jobs_by_key = {j.key: j for j in jobs}
     runs = submission_to_runs(submission, runs_dir, f"{entry}_{label}", ranked_only=True,

@@ -14,8 +14,6 @@ import pytest
 
 from kernelbench.evaluation import compile_cache
 
-pytestmark = pytest.mark.slow
-
 SCRIPT = textwrap.dedent("""
     import json, sys
     from kernelbench.evaluation import compile_cache
@@ -39,6 +37,7 @@ def _result(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_concurrent_builds_publish_one_entry_and_later_runs_hit_it(tmp_path):
     cache = tmp_path / "cache"
     first, second = _start(cache), _start(cache)
@@ -64,3 +63,16 @@ def test_key_changes_with_sources_flags_and_toolchain(monkeypatch):
     k80 = compile_cache.extension_key(base)
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     assert compile_cache.extension_key(base) != k80
+
+
+def test_namespaces_keep_builds_apart(monkeypatch, tmp_path):
+    monkeypatch.setenv(compile_cache.CACHE_ENV, str(tmp_path))
+    try:
+        compile_cache.set_namespace("sub-0123abcd")
+        assert compile_cache.cache_root() == tmp_path / "ns-sub-0123abcd"
+        compile_cache.set_namespace(None)
+        assert compile_cache.cache_root() == tmp_path
+        with pytest.raises(ValueError, match="bad cache namespace"):
+            compile_cache.set_namespace("../escape")
+    finally:
+        compile_cache.set_namespace(None)

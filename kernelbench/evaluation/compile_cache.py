@@ -19,6 +19,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,9 +36,21 @@ CACHE_ENV = "KERNELBENCH_CACHE_DIR"
 BUILD_EVENTS: list[dict] = []
 
 
+_namespace: str | None = None
+
+
+def set_namespace(namespace: str | None) -> None:
+    """Confine this process's builds to ``<root>/ns-<namespace>`` (set once, before the candidate runs)."""
+    global _namespace
+    if namespace is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", namespace):
+        raise ValueError(f"bad cache namespace {namespace!r}")
+    _namespace = namespace
+
+
 def cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "kernelbench" / "extensions"
+    root = Path(env) if env else Path.home() / ".cache" / "kernelbench" / "extensions"
+    return root / f"ns-{_namespace}" if _namespace else root
 
 
 def _as_text(v: Any) -> Any:

@@ -481,7 +481,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     try:
         reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                                 "backend": s.backend, "precision": s.precision, "init_seed": _init_seed(job),
-                                "eval_mode": eval_mode},
+                                "eval_mode": eval_mode, "cache_namespace": s.cache_namespace},
                          s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
     except WorkerFailed as e:
         r = e.reply
@@ -806,7 +806,8 @@ def _compile_job(job: EvalJob, arch: str | None) -> dict:
         w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False)
         reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                              "backend": job.settings.backend, "precision": job.settings.precision,
-                             "init_seed": 0}, job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
+                             "init_seed": 0, "cache_namespace": job.settings.cache_namespace},
+                         job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
         return reply
     except Exception as e:
         return {"ok": False, "message": str(e)}

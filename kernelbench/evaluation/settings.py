@@ -58,6 +58,9 @@ class EvalSettings:
     review_speedup: float = 10.0
     #: Run the static guard first and refuse sources it fails (off only to test runtime defences).
     static_guard: bool = True
+    #: A separate CUDA build cache per namespace (the leaderboard uses one per submission): candidate
+    #: code runs in the process that builds, so it could plant a build that another candidate loads.
+    cache_namespace: str | None = None
     #: Secret for the per-trial seeds; None draws one from the OS per evaluation.
     seed_secret: bytes | None = field(default=None, repr=False)
 

@@ -235,6 +235,7 @@ class Worker:
         self.precision = msg["precision"]
         self.problem = self.inputs.load_module(msg["problem_code"], "kb_problem", "<problem>")
         if self.is_cuda or self.role == "compile":
+            compile_cache.set_namespace(msg.get("cache_namespace"))
             compile_cache.install()
         if not self.is_cuda and msg.get("backend") == "triton":
             self._count_interpreter_launches()
