@@ -263,11 +263,12 @@ class DeviceSession:
         while len(self._spare_references) < self.depth:
             self._spare_references.append(self._spawn("reference", None))
 
-    def take_reference(self) -> WorkerProcess:
-        """A started, initialised reference worker (trusted code only), and a replacement on its way."""
+    def take_reference(self, replace: bool = True) -> WorkerProcess:
+        """A started, initialised reference worker (trusted code only); with ``replace``, another on its way."""
         spare = self._spare_references.pop(0) if self._spare_references else self._spawn("reference", None)
         worker = spare.take()
-        self._top_up_references()
+        if replace:
+            self._top_up_references()
         return worker
 
     def allow_gpu_init(self) -> None:
@@ -295,7 +296,7 @@ class DeviceSession:
         worker = self.take_reference()
         tol = job.settings.tolerance
         reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
-                                  "atol": tol.atol, "rtol": tol.rtol, "init_seed": _init_seed(job),
+                                  "atol": tol.atol, "rtol": tol.rtol, "init_seed": INIT_SEED,
                                   "probe_seed": probe_seed},
                          job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
         self.reference, self.reference_key = worker, key
@@ -317,10 +318,9 @@ class DeviceSession:
         self._pool.shutdown(wait=False)
 
 
-def _init_seed(job: EvalJob) -> int:
-    # Weights are not secret (both sides need them and they are fixed by the problem); the seed
-    # only has to be the same for Model and ModelNew.
-    return 42
+#: Weights are not secret (both sides need them and they are fixed by the problem); the seed only has
+#: to be the same for Model and ModelNew.
+INIT_SEED = 42
 
 
 # ---------------------------------------------------------------------------- one job
@@ -480,7 +480,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     t0 = time.monotonic()
     try:
         reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
-                                "backend": s.backend, "precision": s.precision, "init_seed": _init_seed(job),
+                                "backend": s.backend, "precision": s.precision, "init_seed": INIT_SEED,
                                 "eval_mode": eval_mode, "cache_namespace": s.cache_namespace},
                          s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
     except WorkerFailed as e:
@@ -711,16 +711,12 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
     secret = s.seed_secret or seedlib.new_secret()
     session.allow_gpu_init()
     t0 = time.monotonic()
-    if start_next:
-        worker = session.take_reference()
-    else:
-        spare = session._spare_references.pop(0) if session._spare_references else session._spawn("reference", None)
-        worker = spare.take()
+    worker = session.take_reference(replace=start_next)
     try:
         tol = s.tolerance
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
         _ref_call(worker, {"cmd": "setup", "code": problem.code, "precision": s.precision, "atol": tol.atol,
-                           "rtol": tol.rtol, "init_seed": 42, "probe_seed": seedlib.derive_seed(secret, "probe"),
+                           "rtol": tol.rtol, "init_seed": INIT_SEED, "probe_seed": seedlib.derive_seed(secret, "probe"),
                            "compile_mode": COMPILE_MODES[mode]}, setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()

@@ -73,7 +73,6 @@ class Worker:
         self.atol = self.rtol = 0.0
         self.slots: dict[str, tuple[list, Any]] = {}
         self.exported: Any = None
-        self.received: Any = None
         self.last: tuple[list, Any] | None = None
         self.snapshot = None
         self.threads_before = _active_count()
