@@ -7,4 +7,5 @@ image) imports ``kernelbench`` without paying for litellm, modal, datasets or tr
 __version__ = "0.1.0"
 
 #: Bumped whenever the timing protocol changes in a way that makes old numbers incomparable.
-TIMING_PROTOCOL_VERSION = "kb-timing-1"
+#: kb-timing-2: fp32 references run in IEEE fp32 (cuDNN TF32 off) under the strict tolerance.
+TIMING_PROTOCOL_VERSION = "kb-timing-2"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import statistics
 import sys
@@ -42,7 +43,11 @@ def main() -> int:
     p.add_argument("--correctness-trials", type=int, default=5)
     p.add_argument("--timing-budget", type=float, default=1.0)
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log every worker step with the GPU memory each process holds after it")
     args = p.parse_args()
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
     levels = [args.level] if args.level else args.levels
     problems = load_problems(args.source, args.path, levels=levels).select(levels=levels)
     if args.problem_id:

@@ -2,14 +2,26 @@
 # GPU checks for the device machine (no network there): install carried wheels, run the GPU test
 # suite and the benchmarks, write every log under $OUT (default gpu-logs/).
 #
-#   bash scripts/gpu_check.sh tests        # pytest -m gpu
-#   bash scripts/gpu_check.sh bench        # evaluator benchmarks (identity over the built-in suite, ...)
-#   bash scripts/gpu_check.sh baselines    # measure baselines/<GPU>.json for the built-in suite
-#   bash scripts/gpu_check.sh all
+#   bash scripts/gpu_check.sh PHASE [PHASE ...]
+#
+# Phases (each under its own time limit, so one slow phase cannot take the others' logs with it):
+#   tests         pytest -m gpu, the whole GPU suite
+#   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
+#   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
+#   adversarial   the exploit corpus at full size (tests/test_adversarial_runtime.py)
+#   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
+#   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
+#   repeat        five repeated timings of level 3 problem 3 (timing spread)
+#   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
+#   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
+#                 KB_BASELINE_DEADLINE); the file is copied to $OUT
+#   bench         identity + repeat + builds
+#   all           tests + bench + baselines
 #
 # Wheels for what the GPU image lacks (pydantic and its deps) go in .whl/ (see docs/benchmarks.md).
+# KB_PHASE_TIMEOUT (seconds, default 600) bounds each phase.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -18,32 +30,44 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     && export PYTHONPATH=/tmp/kb-site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
-what=${1:-all}
-shift || true
+limit=${KB_PHASE_TIMEOUT:-600}
 status=0
 
-run() {  # run NAME CMD... : tee output to $OUT/NAME.log, remember failures
+run() {  # run NAME CMD... : output to $OUT/NAME.log under the phase time limit, remember failures
   local name=$1; shift
   echo "=== $name: $*" | tee "$OUT/$name.log"
-  "$@" 2>&1 | tee -a "$OUT/$name.log"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name exit $rc" | tee -a "$OUT/$name.log"
+  local t0=$SECONDS
+  timeout --signal=INT --kill-after=15 "${KB_TIMEOUT:-$limit}" "$@" >>"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "=== $name exit $rc after $((SECONDS - t0)) s" | tee -a "$OUT/$name.log"
+  tail -n 25 "$OUT/$name.log"
   [ "$rc" -eq 0 ] || status=1
 }
 
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv | tee "$OUT/gpu.txt"
+gpu=$(python3 -c "from kernelbench.baselines import gpu_label; import torch; print(gpu_label(torch.cuda.get_device_name(0)))" 2>/dev/null || echo GPU)
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 "$@"
-fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
-  run bench-identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json"
-  run bench-repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json"
-  run bench-builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json"
-fi
-if [ "$what" = baselines ] || [ "$what" = all ]; then
-  if [ -f scripts/bench_baselines.py ]; then
-    run bench-baselines python3 scripts/bench_baselines.py --out "$OUT/bench_baselines.json"
-  fi
-fi
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(all)
+for phase in "${phases[@]}"; do
+  case $phase in
+    all) set -- tests bench baselines; for p in "$@"; do bash "$0" "$p" || status=1; done ;;
+    bench) for p in identity repeat builds; do bash "$0" "$p" || status=1; done ;;
+    tests) run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 tests ;;
+    evaltests) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
+    soltests) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
+    adversarial) run adversarial python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=60 tests/test_adversarial_runtime.py ;;
+    memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
+    identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;
+    repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
+    builds) run builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json" ;;
+    baselines)
+      # shellcheck disable=SC2086
+      run baselines python3 scripts/bench_baselines.py --out "baselines/$gpu.json" --json-out "$OUT/bench_baselines.json" \
+        --modes ${KB_BASELINE_MODES:-all} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240
+      cp "baselines/$gpu.json" "$OUT/" 2>/dev/null
+      cp "baselines/$gpu.eager-repeat.json" "$OUT/" 2>/dev/null ;;
+    *) echo "unknown phase $phase (see the comment at the top of $0)" >&2; status=2 ;;
+  esac
+done
 exit $status

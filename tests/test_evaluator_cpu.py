@@ -237,3 +237,42 @@ def test_eval_cli_prints_verdict_and_exits_zero_for_a_wrong_kernel(tmp_path, pro
     missing = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "1",
                               "--kernel", str(tmp_path / "nope.py")], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+TF32_PROBE_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Reports, as its output, whether cuDNN may use TF32 in the process that runs it."""
+
+    def forward(self, x):
+        return x * 0 + float(torch.backends.cudnn.allow_tf32)
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+TF32_ON = HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 0 + 1.0\n"
+
+
+def test_strict_fp32_runs_the_reference_without_tf32_and_kernelbench_mode_keeps_the_default(tmp_path):
+    root = tmp_path / "p"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "1_Tf32_probe.py").write_text(TF32_PROBE_PROBLEM)
+    prob = load_directory(root).get(1, 1)
+    strict = EvalSettings(backend="torch", device="cpu", stage_timeout_s=20.0, static_guard=False,
+                          correctness_trials=1)
+    assert strict.ieee_fp32 and not strict.with_(precision="fp16").ieee_fp32
+    loose = strict.with_(tolerance_mode="kernelbench-v0.1")
+    assert not loose.ieee_fp32
+    a, b = evaluate_batch([EvalJob(prob, TF32_ON, strict, 0), EvalJob(prob, TF32_ON, loose, 1)], progress=False)
+    # The candidate says "TF32 on"; the reference worker agrees only in KernelBench's mode.
+    assert not a.correct and a.error.stage == Stage.CORRECTNESS
+    assert b.correct, b.error

@@ -92,3 +92,36 @@ def test_evaluator_keeps_the_reference_between_jobs(relu):
         second = ev.evaluate(EvalJob(relu, TRITON_RELU, s, 1))
     assert first.correct and second.correct
     assert second.stage_times_s["reference_setup"] < 0.05
+
+
+FP64_CONV = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    """The 3x3 convolution computed in float64 and rounded once: as exact as an fp32 kernel can be."""
+
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=kernel_size // 2)
+
+    def forward(self, x):
+        w, b = self.conv.weight.double(), self.conv.bias.double()
+        return F.conv2d(x.double(), w, b, padding=self.conv.padding).float()
+'''
+
+
+def test_strict_fp32_reference_is_ieee_so_an_exact_convolution_passes():
+    """cuDNN runs fp32 convolutions in TF32 unless told not to; a reference computed that way is off by
+    about 1e-3 and would fail an exact candidate at the strict 1e-4 tolerance."""
+    conv = load_builtin([1]).get(1, 5)
+    strict = EvalSettings(backend="torch", timing_budget_s=0.2, correctness_trials=2)
+    loose = strict.with_(tolerance_mode="kernelbench-v0.1")
+    results = evaluate_batch([EvalJob(conv, FP64_CONV, strict, 0), EvalJob(conv, FP64_CONV, loose, 1)], ["cuda:0"])
+    exact, tf32 = results
+    assert exact.correct, exact.error
+    assert exact.correctness.max_abs_error < 1e-4
+    # KernelBench's mode keeps PyTorch's defaults: the reference itself is TF32 there.
+    assert tf32.correct and tf32.correctness.max_abs_error > 1e-4

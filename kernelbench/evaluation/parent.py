@@ -110,6 +110,10 @@ def _call(worker: WorkerProcess, msg: dict, timeout: float, stage: Stage, what: 
         except Exception:
             worker.kill()
         raise WorkerDied(what, worker.exit_description(), worker.output_tail()) from None
+    mem = reply.get("cuda_mem")
+    if mem and log.isEnabledFor(logging.DEBUG):
+        log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
+                  mem[0] / 2**30, mem[1] / 2**30)
     if not reply.get("ok", False):
         raise WorkerFailed(reply)
     return reply, out_blobs
@@ -297,7 +301,7 @@ class DeviceSession:
         tol = job.settings.tolerance
         reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
                                   "atol": tol.atol, "rtol": tol.rtol, "init_seed": INIT_SEED,
-                                  "probe_seed": probe_seed},
+                                  "probe_seed": probe_seed, "ieee_fp32": job.settings.ieee_fp32},
                          job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
         self.reference, self.reference_key = worker, key
         self.reference_info = {"stochastic": bool(reply.get("stochastic")),
@@ -481,7 +485,8 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     try:
         reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                                 "backend": s.backend, "precision": s.precision, "init_seed": INIT_SEED,
-                                "eval_mode": eval_mode, "cache_namespace": s.cache_namespace},
+                                "eval_mode": eval_mode, "cache_namespace": s.cache_namespace,
+                                "ieee_fp32": s.ieee_fp32},
                          s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
     except WorkerFailed as e:
         r = e.reply
@@ -717,7 +722,7 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
         _ref_call(worker, {"cmd": "setup", "code": problem.code, "precision": s.precision, "atol": tol.atol,
                            "rtol": tol.rtol, "init_seed": INIT_SEED, "probe_seed": seedlib.derive_seed(secret, "probe"),
-                           "compile_mode": COMPILE_MODES[mode]}, setup_timeout, f"{mode} setup")
+                           "compile_mode": COMPILE_MODES[mode], "ieee_fp32": s.ieee_fp32}, setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
         limit = s.stage_timeout_s + s.timing_budget_s * 2

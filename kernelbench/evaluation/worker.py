@@ -142,6 +142,11 @@ class Worker:
     def _no_grad(self):
         return self.torch.no_grad()
 
+    def _set_fp32_math(self, ieee: bool) -> None:
+        """Before the model is built: with ``ieee`` no library call may round fp32 operands to TF32."""
+        self.torch.backends.cudnn.allow_tf32 = not ieee
+        self.torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default too, stated so it holds
+
     def _make_inputs(self, seed: int) -> list:
         return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
 
@@ -197,6 +202,7 @@ class Worker:
         """Reference: build Model and find out whether its forward is random."""
         self.precision = msg["precision"]
         self.atol, self.rtol = float(msg["atol"]), float(msg["rtol"])
+        self._set_fp32_math(bool(msg.get("ieee_fp32")))
         self.problem = self.inputs.load_module(msg["code"], "kb_problem", "<problem>")
         self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
                                              int(msg["init_seed"]), self.device, self.precision)
@@ -232,6 +238,7 @@ class Worker:
         from kernelbench.evaluation.guards import runtime as rt
 
         self.precision = msg["precision"]
+        self._set_fp32_math(bool(msg.get("ieee_fp32")))
         self.problem = self.inputs.load_module(msg["problem_code"], "kb_problem", "<problem>")
         if self.is_cuda or self.role == "compile":
             compile_cache.set_namespace(msg.get("cache_namespace"))
@@ -503,6 +510,14 @@ def serve(role: str, device: str, fd: int) -> None:
             reply, out_blobs = handler(msg, blobs)
         except BaseException as e:  # SystemExit and KeyboardInterrupt from candidate code included
             reply, out_blobs = _error_reply(e, str(msg.get("stage", cmd))), []
+        if worker.is_cuda and worker.torch.cuda.is_initialized():
+            # Bytes this process holds after the command (allocator counters, no CUDA call): the parent
+            # logs them, so a problem that runs out of memory shows which process kept what.
+            try:
+                reply["cuda_mem"] = [worker.torch.cuda.memory_allocated(worker.device),
+                                     worker.torch.cuda.memory_reserved(worker.device)]
+            except Exception:
+                pass
         try:
             channel.send(reply, out_blobs)
         except ChannelClosed:

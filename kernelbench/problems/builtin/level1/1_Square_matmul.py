@@ -15,7 +15,9 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    A = torch.randn(N, N)
+    # Scaled by 1/sqrt(K) so outputs are O(1): with raw randn operands, outputs near zero differ by
+    # more than 1e-4 between two correct fp32 summation orders, and honest kernels would fail.
+    A = torch.randn(N, N) * N ** -0.5
     B = torch.randn(N, N)
     return [A, B]
 
