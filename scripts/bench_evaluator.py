@@ -76,13 +76,16 @@ def main() -> int:
             "cand_samples": res.runtime.samples_ms if res.runtime else [],
             "ref_samples": res.ref_runtime.samples_ms if res.ref_runtime else [],
             "timing_note": res.timing_note,
+            "warmup_calls": [res.runtime.warmup_calls if res.runtime else None,
+                             res.ref_runtime.warmup_calls if res.ref_runtime else None],
         })
         r = rows[-1]
         if args.out:  # written after every result, so a run cut short keeps what it measured
             Path(args.out).write_text(json.dumps({"partial": True, "rows": rows}, indent=1))
         print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "
               f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}  "
-              f"n={r['n']:<4} {'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)
+              f"n={r['n']:<4} [{' '.join(f'{k[:5]}={v:.1f}' for k, v in (r['stage_s'] or {}).items())}] "
+              f"{'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)
 
     evaluate_batch(jobs, on_result=on_result, progress=False)
     total = time.perf_counter() - t_start

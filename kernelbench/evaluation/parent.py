@@ -27,6 +27,7 @@ from kernelbench.evaluation.guards import runtime as rt
 from kernelbench.evaluation.sandbox import WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.evaluation.timing import (
+    MIN_ROUNDS,
     StopRule,
     block_order,
     block_size,
@@ -556,6 +557,8 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     else:
         t0 = time.monotonic()
         session.quiesce()
+        # Waiting for spare workers to finish creating their CUDA contexts, part of "timing".
+        v.stage_times["spare_wait"] = time.monotonic() - t0
         try:
             _time(job, v, ref, cand, secret)
         except WorkerFailed as e:
@@ -617,7 +620,7 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
         warm[side] = reply
     per_call = max(warm[k]["wall_s"] / max(1, warm[k]["calls"]) for k in warm)
     n = block_size(per_call)
-    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
+    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS)
     samples: dict[str, list[float]] = {"reference": [], "candidate": []}
     drained: dict[str, list[float]] = {"reference": [], "candidate": []}
     spent = {"reference": 0.0, "candidate": 0.0}
@@ -650,7 +653,7 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
             return
         rounds += 1
         stop, stop_reason = should_stop(rule, samples["candidate"], samples["reference"], spent["candidate"],
-                                        spent["reference"])
+                                        spent["reference"], rounds)
         if stop:
             break
     # The very last timed call is also checked element by element.

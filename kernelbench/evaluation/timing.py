@@ -14,13 +14,17 @@ from kernelbench.results import relative_standard_error_of_median
 
 WARMUP_MIN_CALLS = 5
 WARMUP_MIN_S = 0.05
-WARMUP_MAX_S = 1.5
+WARMUP_MAX_S = 0.5
 WARMUP_MAX_CALLS = 500
 WARMUP_WINDOW = 5
 WARMUP_STABLE_SPREAD = 0.03
-BLOCK_TARGET_S = 0.05
+BLOCK_TARGET_S = 0.025
 BLOCK_MIN_CALLS = 3
 BLOCK_MAX_CALLS = 100
+#: GPU clocks move between levels every few tens of milliseconds (seen on the H100 as two bands of
+#: call times 20% apart); short blocks, at least two full ABBA cycles and stopping only after a whole
+#: cycle give both sides the same mix of clock states.
+MIN_ROUNDS = 4
 
 
 def warmup_settled(times_ms: list[float], elapsed_s: float) -> bool:
@@ -61,16 +65,20 @@ class StopRule:
     min_trials: int
     max_trials: int
     budget_s: float
+    min_rounds: int = 1
 
 
 def should_stop(rule: StopRule, cand_ms: list[float], ref_ms: list[float],
-                cand_spent_s: float, ref_spent_s: float) -> tuple[bool, str]:
+                cand_spent_s: float, ref_spent_s: float, rounds: int | None = None) -> tuple[bool, str]:
+    """``rounds``: blocks per side so far; precision alone stops only after whole ABBA cycles."""
     n = min(len(cand_ms), len(ref_ms))
     if n >= rule.max_trials:
         return True, f"reached the maximum of {rule.max_trials} trials"
     if max(cand_spent_s, ref_spent_s) >= rule.budget_s:
         return True, f"spent the timing budget of {rule.budget_s:g} s"
     if n < rule.min_trials:
+        return False, ""
+    if rounds is not None and (rounds < rule.min_rounds or rounds % 2):
         return False, ""
     rc = relative_standard_error_of_median(cand_ms)
     rr = relative_standard_error_of_median(ref_ms)

@@ -74,6 +74,7 @@ class Worker:
         self.slots: dict[str, tuple[list, Any]] = {}
         self.exported: Any = None
         self.last: tuple[list, Any] | None = None
+        self.arena = ExportArena(self.torch, self.device)
         self.snapshot = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
@@ -178,12 +179,24 @@ class Worker:
         small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
         del small
 
-    def _export(self, output: Any, inputs: list) -> tuple[dict, list]:
+    def _shareable(self, t: Any) -> bool:
+        return type(t) is self.torch.Tensor and t.device.type == "cuda" and t.numel() > 0
+
+    def _export(self, output: Any, inputs: list, staged: bool = False) -> tuple[dict, list]:
+        """Describe outputs and inputs for the reference worker; CUDA tensors go through the arena.
+
+        ``staged``: the outputs are already arena copies (taken when forward returned)."""
         torch = self.torch
         tree, leaves = self.transport.flatten(output)
+        in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        if self.is_cuda:
+            share_in = [t for t in in_tensors if self._shareable(t)]
+            if not staged:
+                self.arena.begin(self.arena.span([t for t in leaves if self._shareable(t)] + share_in))
+                leaves = [self.arena.copy(t) if self._shareable(t) else t for t in leaves]
+            in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
         out_descs, out_blobs = self.transport.encode_tensors(plain)
-        in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         in_descs, in_blobs = self.transport.encode_tensors([t if type(t) is torch.Tensor else torch.empty(0)
                                                             for t in in_tensors])
         for d in in_descs:
@@ -290,11 +303,15 @@ class Worker:
             # Snapshot what exists when forward returns, in stream order: work finished later by a
             # thread or another stream does not count.
             tree, leaves = self.transport.flatten(out)
-            snap = [t.detach().clone() if type(t) is torch.Tensor else t for t in leaves]
+            if self.is_cuda:
+                in_shared = [t for t in x if isinstance(t, torch.Tensor) and self._shareable(t)]
+                self.arena.begin(self.arena.span([t for t in leaves if self._shareable(t)] + in_shared))
+            snap = [(self.arena.copy(t) if self.is_cuda and self._shareable(t) else t.detach().clone())
+                    if type(t) is torch.Tensor else t for t in leaves]
             if self.is_cuda:
                 self._sync()
             threads = _active_count() - self.threads_before
-            payload, out_blobs = self._export(_rebuild(tree, snap), x)
+            payload, out_blobs = self._export(_rebuild(tree, snap), x, staged=True)
             payload.update({"ok": True, "threads_started": threads})
             return payload, out_blobs
         out = self._forward(x, int(msg["fwd_seed"]))
@@ -462,6 +479,44 @@ class Worker:
             return result
 
         interpreter.GridExecutor.__call__ = counted
+
+
+class ExportArena:
+    """One device buffer per candidate process that every exported tensor is copied into.
+
+    Exports reach the reference worker over CUDA IPC. PyTorch keeps a shared block allocated until
+    it sees the reader let go, and on the H100 it never did: each correctness trial left its outputs
+    and inputs allocated (8 GiB a trial for an 8 GiB problem) until the process ran out of memory.
+    Copies into one long-lived buffer bound what sharing can hold to one set of tensors.
+    """
+
+    ALIGN = 256
+
+    def __init__(self, torch_module: Any, device: Any):
+        self.torch = torch_module
+        self.device = device
+        self.buf = None
+        self.used = 0
+
+    @classmethod
+    def span(cls, tensors: list) -> int:
+        return sum(-(-t.numel() * t.element_size() // cls.ALIGN) * cls.ALIGN for t in tensors)
+
+    def begin(self, need_bytes: int) -> None:
+        self.used = 0
+        if self.buf is None or self.buf.numel() < need_bytes:
+            self.buf = None
+            self.buf = self.torch.empty(max(need_bytes, self.ALIGN), dtype=self.torch.uint8, device=self.device)
+
+    def copy(self, t: Any) -> Any:
+        """A copy of ``t`` inside the buffer (a fresh clone where the buffer has no room left)."""
+        n = t.numel() * t.element_size()
+        if self.buf is None or self.used + n > self.buf.numel() or n == 0:
+            return t.detach().clone()
+        view = self.buf[self.used:self.used + n].view(t.dtype).view(t.shape)
+        view.copy_(t.detach())
+        self.used += -(-n // self.ALIGN) * self.ALIGN
+        return view
 
 
 def _rebuild(tree: Any, leaves: list) -> Any:

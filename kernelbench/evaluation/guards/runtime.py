@@ -150,6 +150,8 @@ class LaunchReport:
     other_time_us: float
     streams: list[int]
     marker_stream: int | None
+    #: Streams the candidate's own kernels ran on (library kernels may use internal streams).
+    own_streams: list[int] = field(default_factory=list)
 
     @property
     def own_share(self) -> float | None:
@@ -161,6 +163,7 @@ def classify_launches(kernels: Iterable[dict], own_names: set[str], marker_strea
     own, other = [], []
     own_t = other_t = 0.0
     streams: set[int] = set()
+    own_streams: set[int] = set()
     for k in kernels:
         name = str(k.get("name", ""))
         dur = float(k.get("dur_us", 0.0) or 0.0)
@@ -172,10 +175,13 @@ def classify_launches(kernels: Iterable[dict], own_names: set[str], marker_strea
         if any(n and n in name for n in own_names):
             own.append(name)
             own_t += dur
+            if isinstance(stream, int):
+                own_streams.add(stream)
         elif not _HOUSEKEEPING.search(name) or "elementwise" in name:
             other.append(name)
             other_t += dur
-    return LaunchReport(sorted(set(own)), sorted(set(other)), own_t, other_t, sorted(streams), marker_stream)
+    return LaunchReport(sorted(set(own)), sorted(set(other)), own_t, other_t, sorted(streams), marker_stream,
+                        sorted(own_streams))
 
 
 def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
@@ -194,9 +200,19 @@ def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
             msg += f"; PyTorch kernels still running: {', '.join(report.other_kernels[:4])}"
         findings.append(GuardFinding(rule="launch-report", severity="info", origin="runtime", message=msg))
     if report.marker_stream is not None:
-        others = [s for s in report.streams if s != report.marker_stream]
-        if others:
+        own_elsewhere = [s for s in report.own_streams if s != report.marker_stream]
+        others = [s for s in report.streams if s != report.marker_stream and s not in own_elsewhere]
+        if own_elsewhere:
             findings.append(GuardFinding(
                 rule="side-stream", severity="error", origin="runtime",
-                message=f"kernels ran on stream(s) {others}, not on the stream being timed ({report.marker_stream})"))
+                message=f"the candidate's own kernels ran on stream(s) {own_elsewhere}, not on the stream being "
+                        f"timed ({report.marker_stream})"))
+        elif others:
+            # cuDNN and cuBLAS run some algorithms on internal streams joined back by events (PyTorch's own
+            # BatchNorm + convolution does, in IEEE fp32): the timed end already waits for them, and work
+            # that is not joined back fails the drained-timing check. Worth a look, not a failure.
+            findings.append(GuardFinding(
+                rule="side-stream", severity="warning", origin="runtime",
+                message=f"library kernels ran on stream(s) {others} besides the stream being timed "
+                        f"({report.marker_stream}); the drained-timing check found no work left running"))
     return findings
