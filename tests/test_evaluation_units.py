@@ -323,3 +323,22 @@ def test_export_arena_packs_copies_aligned_and_falls_back_to_clones():
     big = torch.randn(1000)
     arena.begin(ExportArena.span([big]))
     assert arena.buf is not first and torch.equal(arena.copy(big), big)
+
+
+def test_flatten_keeps_no_reference_cycle_to_the_outputs():
+    """Outputs must die with their last reference, not when the cyclic collector next runs."""
+    import gc
+    import weakref
+
+    from kernelbench.evaluation import transport
+
+    gc.disable()
+    try:
+        out = (torch.ones(3), [torch.zeros(2), 1.5])
+        tree, leaves = transport.flatten(out)
+        assert len(leaves) == 2 and tree["t"] == "tuple"
+        probe = weakref.ref(leaves[0])
+        del out, leaves, tree
+        assert probe() is None
+    finally:
+        gc.enable()

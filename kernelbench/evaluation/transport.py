@@ -37,25 +37,30 @@ def parse_dtype(name: Any) -> torch.dtype:
 
 # ------------------------------------------------------------------ structure
 def flatten(obj: Any) -> tuple[Any, list]:
-    """Split a (nested) output into a JSON tree and its list of leaves (tensors)."""
+    """Split a (nested) output into a JSON tree and its list of leaves (tensors).
+
+    A module-level walker, not a nested recursive closure: a closure that calls itself is a reference
+    cycle, and its leaves (gigabytes of outputs, every timed call) would live until the cyclic
+    garbage collector happened to run; on the H100 that ran the candidate out of memory.
+    """
     leaves: list = []
+    return _walk(obj, leaves), leaves
 
-    def walk(o: Any) -> Any:
-        if isinstance(o, torch.Tensor):
-            leaves.append(o)
-            return {"t": "tensor", "i": len(leaves) - 1, "cls": f"{type(o).__module__}.{type(o).__qualname__}"}
-        if isinstance(o, (tuple, list)):
-            return {"t": type(o).__name__ if type(o) in (tuple, list) else "tuple", "items": [walk(x) for x in o]}
-        if isinstance(o, bool) or o is None:
-            return {"t": "scalar", "v": o}
-        if isinstance(o, (int, float)):
-            v = float(o) if isinstance(o, float) else int(o)
-            if isinstance(v, float) and not math.isfinite(v):
-                return {"t": "scalar", "v": repr(v), "nonfinite": True}
-            return {"t": "scalar", "v": v}
-        return {"t": "other", "type": f"{type(o).__module__}.{type(o).__qualname__}"}
 
-    return walk(obj), leaves
+def _walk(o: Any, leaves: list) -> Any:
+    if isinstance(o, torch.Tensor):
+        leaves.append(o)
+        return {"t": "tensor", "i": len(leaves) - 1, "cls": f"{type(o).__module__}.{type(o).__qualname__}"}
+    if isinstance(o, (tuple, list)):
+        return {"t": type(o).__name__ if type(o) in (tuple, list) else "tuple", "items": [_walk(x, leaves) for x in o]}
+    if isinstance(o, bool) or o is None:
+        return {"t": "scalar", "v": o}
+    if isinstance(o, (int, float)):
+        v = float(o) if isinstance(o, float) else int(o)
+        if isinstance(v, float) and not math.isfinite(v):
+            return {"t": "scalar", "v": repr(v), "nonfinite": True}
+        return {"t": "scalar", "v": v}
+    return {"t": "other", "type": f"{type(o).__module__}.{type(o).__qualname__}"}
 
 
 def describe_structure(tree: Any) -> str:

@@ -15,6 +15,7 @@ Everything timing relies on is bound here, at import, before any candidate code 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -83,6 +84,9 @@ class Worker:
         if role in ("candidate", "reference"):
             # Imported now so nothing the candidate does later can be confused with our own imports.
             import torch.profiler  # noqa: F401
+
+            if self.is_cuda:  # only CUDA evaluations profile (the CPU path counts interpreter launches)
+                self._warm_profiler()
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
         self.compare = compare
@@ -105,9 +109,6 @@ class Worker:
             self._elapsed = torch._C._CudaEventBase.elapsed_time
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
-            # Both roles, so the candidate's and the reference's processes are in the same state
-            # (CUPTI started, the modules the profiler imports loaded) when they are timed.
-            self._warm_profiler()
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None
@@ -121,13 +122,16 @@ class Worker:
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
-        """Start CUPTI once while this spare waits for work: the first profile costs seconds, and it
-        imports modules that rebind torch functions, which must happen before the patch snapshot."""
+        """Run the profiler once on the CPU when the process starts, before any CUDA context exists.
+
+        The first profile costs seconds of imports (hundreds of modules) and rebinds torch functions,
+        which must happen before the patch snapshot; CPU work only, so a spare does it while another
+        process is timed. CUPTI itself starts only at the launch trace, after timing, so neither
+        process has it running while the two are timed."""
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CUDA]):
-            self.torch.ones(8, device=self.device).add_(1)
-            self.torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU]):
+            self.torch.ones(8).add_(1)
 
     def _release_cached_memory(self) -> None:
         """Give cached blocks back to the driver: two processes share one GPU."""
@@ -349,6 +353,9 @@ class Worker:
 
     def cmd_release(self, msg: dict, blobs: list) -> tuple[dict, list]:
         self.exported = None
+        # Outputs caught in reference cycles (candidate or problem code can make them) would otherwise
+        # stay allocated until the cyclic collector happens to run.
+        gc.collect()
         if self.is_cuda:
             self._sync()
             # Blocks shared over CUDA IPC stay alive until collected, even after the reader let go.
@@ -367,6 +374,8 @@ class Worker:
 
         if warmup:
             self.exported = None
+            self.last = None
+            gc.collect()
             self._release_cached_memory()
         EventBase = self._EventBase
         times, drained, fps, bounds = [], [], [], []
