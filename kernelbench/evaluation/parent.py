@@ -238,7 +238,9 @@ class DeviceSession:
         self.device = device
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
-        self.depth = spares if spares is not None else (2 if self.is_cuda else 1)
+        # A spare takes about 6 s to start (Python, torch, the profiler's imports) and a job about 4 s
+        # on a GPU, each consuming one candidate worker: four keep a started one always waiting.
+        self.depth = spares if spares is not None else (4 if self.is_cuda else 1)
         self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
         self._spare_candidates: dict[str | None, list[_Spare]] = {}
         self._spare_references: list[_Spare] = []
