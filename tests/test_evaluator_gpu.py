@@ -119,7 +119,8 @@ def test_strict_fp32_reference_is_ieee_so_an_exact_convolution_passes():
     conv = load_builtin([1]).get(1, 5)
     strict = EvalSettings(backend="torch", timing_budget_s=0.2, correctness_trials=2)
     loose = strict.with_(tolerance_mode="kernelbench-v0.1")
-    results = evaluate_batch([EvalJob(conv, FP64_CONV, strict, 0), EvalJob(conv, FP64_CONV, loose, 1)], ["cuda:0"])
+    results = evaluate_batch([EvalJob(conv, FP64_CONV, strict, 0), EvalJob(conv, FP64_CONV, loose, 1)],
+                             devices=["cuda:0"], progress=False)
     exact, tf32 = results
     assert exact.correct, exact.error
     assert exact.correctness.max_abs_error < 1e-4
