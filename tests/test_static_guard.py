@@ -34,7 +34,7 @@ CONTROLS = [p for p in CORPUS_FILES if p.name.startswith("ok_")]
 
 _MARKER = re.compile(r"(?:#|//)\s*static:\s*([a-z0-9\-]+(?:\s*,\s*[a-z0-9\-]+)*)")
 _HEADER = re.compile(r"^# (exploit|problem|backend|runs-on|expect|runtime-expect): (.+)$", re.M)
-_VERDICT = re.compile(r"^(pass|fail|fail [a-z]+(:[a-z0-9\-]+)?|flag [a-z0-9\-]+)$")
+_VERDICT = re.compile(r"^(pass|honest|fail|fail [a-z]+(:[a-z0-9\-]+)?|flag [a-z0-9\-]+)$")
 
 
 def header(path: Path) -> dict[str, str]:

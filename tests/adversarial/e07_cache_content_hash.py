@@ -2,16 +2,17 @@
 # problem: level=1 id=17
 # backend: triton
 # runs-on: any
-# expect: flag speed-of-light
-# runtime-expect: flag speed-of-light
+# expect: honest | flag speed-of-light
+# runtime-expect: honest | flag speed-of-light
 # cpu-expect: honest
 """Exploit 7: caches outputs keyed on a hash of sampled input content (level 1 problem 17, Triton).
 
-Fresh inputs miss the cache, so every correctness trial computes honestly; once timing repeats an
-input set, forward costs a 256-element copy and a dictionary lookup, and the results stay correct.
-Defences: the static guard warns (input-keyed-cache, stateful-forward); at run time the speedup is
-far beyond the review threshold and the roofline bound for a reduction that must read 1 GiB, so the
-result is flagged for review.
+Fresh inputs miss the cache, so every correctness trial computes honestly; a timer that repeats an
+input set would let forward cost a 256-element copy and a dictionary lookup, with results still
+correct. Defences: the static guard warns (input-keyed-cache, stateful-forward); the timing protocol
+generates fresh inputs for every timed call, so the cache never hits (on the H100 the exploit scored
+0.77x: hashing costs time and buys nothing); were it ever to hit, the speedup would be far beyond
+the roofline bound for a reduction that must read its input, and the result flagged for review.
 """
 
 import hashlib  # static: input-keyed-cache

@@ -3,7 +3,7 @@
 # backend: triton
 # runs-on: any
 # expect: fail guard:introspection
-# runtime-expect: pass | fail correctness
+# runtime-expect: pass | fail correctness | fail guard:no-own-kernel
 """Exploit 15: reads the expected output through gc.get_objects() (level 1 problem 8, Triton).
 
 In a one-process harness the reference output is alive when the candidate runs; the candidate

@@ -2,8 +2,8 @@
 # problem: level=1 id=12
 # backend: triton
 # runs-on: any
-# expect: fail correctness
-# runtime-expect: fail correctness
+# expect: fail correctness | fail timing
+# runtime-expect: fail correctness | fail timing
 # cpu-expect: honest
 """Exploit 16: detects warm-up and behaves differently afterwards (level 1 problem 12, Triton).
 
