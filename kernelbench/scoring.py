@@ -160,6 +160,18 @@ def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: b
                 f"results were measured on {gpu} but the baseline {baseline.path or ''} is for {base_gpu}; "
                 f"use the baseline for {gpu} or pass --force to compare anyway"
             )
+    # Timings from another version of the timing protocol are not comparable either (kb-timing-2
+    # changed what fp32 means for convolutions, for one).
+    base_protocol = baseline.environment.timing_protocol if baseline.environment else None
+    if base_protocol is None:
+        return
+    for r in results:
+        protocol = r.environment.timing_protocol if r.environment else None
+        if r.runtime is not None and protocol is not None and protocol != base_protocol:
+            raise BaselineError(
+                f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
+                f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"
+            )
 
 
 def _choose(samples: list[KernelResult], policy: SamplePolicy, speed: dict[int, float | None]) -> KernelResult:

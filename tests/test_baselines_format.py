@@ -251,3 +251,22 @@ def test_agreement_of_two_files_is_exact():
     assert d["worst"]["problem"] == "3_C.py" and d["n"] == 3 and math.isclose(d["median_spread"], 1.1)
     empty = compare_baselines(first, baseline({"9_Z.py": 1.0}))
     assert empty.n == 0 and empty.median_ratio is None and empty.worst is None
+
+
+def test_scoring_refuses_a_baseline_timed_with_another_protocol_unless_forced():
+    from kernelbench.baselines import BaselineEnvironment
+    from kernelbench.scoring import check_same_gpu
+
+    def baseline(protocol: str) -> Baseline:
+        env = BaselineEnvironment(gpu_name="NVIDIA H100 80GB HBM3", timing_protocol=protocol)
+        return Baseline({}, mode="eager", environment=env)
+
+    result = KernelResult(level=1, problem_id=1, problem_name="1_A", backend="cuda", compiled=True, correct=True,
+                          runtime=TimingStats(samples_ms=[0.5, 0.51]),
+                          environment=EnvironmentInfo(device="cuda:0", gpu_name="NVIDIA H100 80GB HBM3",
+                                                      timing_protocol=TIMING_PROTOCOL_VERSION))
+    check_same_gpu([result], baseline(TIMING_PROTOCOL_VERSION))
+    with pytest.raises(BaselineError, match=f"timed with protocol '{TIMING_PROTOCOL_VERSION}' but the baseline .* "
+                                            "with 'kb-timing-0'"):
+        check_same_gpu([result], baseline("kb-timing-0"))
+    check_same_gpu([result], baseline("kb-timing-0"), force=True)
