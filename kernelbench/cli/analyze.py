@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
     p.add_argument("--sample-policy", choices=["first", "best"], default="first",
                    help="which sample scores a problem: sample 0 (greedy, KernelBench) or the best correct one")
-    p.add_argument("--force", action="store_true", help="compare against another GPU's baseline anyway")
+    p.add_argument("--force", action="store_true", help="compare against another GPU's baseline, or one timed with another protocol version, anyway")
     p.add_argument("--output", "--json-out", dest="output", default=None, help="also write the scores as JSON")
     add_source_args(p)
     p.set_defaults(func=run)
