@@ -147,27 +147,23 @@ def canonical_gpu(name: str | None) -> str | None:
 
 
 def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: bool = False) -> None:
-    """Refuse to compare timings taken on one GPU type with another's baseline."""
+    """Refuse to compare timings with a baseline from another GPU type or another timing-protocol
+    version (kb-timing-2 changed what fp32 means for convolutions, for one)."""
     if force:
         return
     base_gpu = canonical_gpu(baseline.gpu_name)
-    if base_gpu is None:
-        return
+    base_protocol = baseline.environment.timing_protocol if baseline.environment else None
     for r in results:
-        gpu = canonical_gpu(r.environment.gpu_name) if r.environment else None
-        if r.runtime is not None and gpu is not None and gpu != base_gpu:
+        if r.runtime is None or r.environment is None:
+            continue
+        gpu = canonical_gpu(r.environment.gpu_name)
+        if base_gpu is not None and gpu is not None and gpu != base_gpu:
             raise BaselineError(
                 f"results were measured on {gpu} but the baseline {baseline.path or ''} is for {base_gpu}; "
                 f"use the baseline for {gpu} or pass --force to compare anyway"
             )
-    # Timings from another version of the timing protocol are not comparable either (kb-timing-2
-    # changed what fp32 means for convolutions, for one).
-    base_protocol = baseline.environment.timing_protocol if baseline.environment else None
-    if base_protocol is None:
-        return
-    for r in results:
-        protocol = r.environment.timing_protocol if r.environment else None
-        if r.runtime is not None and protocol is not None and protocol != base_protocol:
+        protocol = r.environment.timing_protocol
+        if base_protocol is not None and protocol is not None and protocol != base_protocol:
             raise BaselineError(
                 f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
                 f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"

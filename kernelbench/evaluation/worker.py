@@ -199,18 +199,24 @@ class Worker:
     def _shareable(self, t: Any) -> bool:
         return type(t) is self.torch.Tensor and t.device.type == "cuda" and t.numel() > 0
 
+    def _snapshot(self, leaves: list, inputs: list) -> list:
+        """Start an export: copies of the output leaves (CUDA ones in the arena, with room left for the
+        inputs), other values as they are."""
+        if self.is_cuda:
+            self.arena.begin(self.arena.span([t for t in [*leaves, *inputs] if self._shareable(t)]))
+        return [(self.arena.copy(t) if self._shareable(t) else t.detach().clone()) if type(t) is self.torch.Tensor
+                else t for t in leaves]
+
     def _export(self, output: Any, inputs: list, staged: bool = False) -> tuple[dict, list]:
         """Describe outputs and inputs for the reference worker; CUDA tensors go through the arena.
 
-        ``staged``: the outputs are already arena copies (taken when forward returned)."""
+        ``staged``: the outputs are already a ``_snapshot`` (taken when forward returned)."""
         torch = self.torch
         tree, leaves = self.transport.flatten(output)
         in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        if not staged:
+            leaves = self._snapshot(leaves, in_tensors)
         if self.is_cuda:
-            share_in = [t for t in in_tensors if self._shareable(t)]
-            if not staged:
-                self.arena.begin(self.arena.span([t for t in leaves if self._shareable(t)] + share_in))
-                leaves = [self.arena.copy(t) if self._shareable(t) else t for t in leaves]
             in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
         out_descs, out_blobs = self.transport.encode_tensors(plain)
@@ -311,7 +317,6 @@ class Worker:
 
     def cmd_run(self, msg: dict, blobs: list) -> tuple[dict, list]:
         """One correctness trial on fresh inputs from ``seed``."""
-        torch = self.torch
         x = self._make_inputs(int(msg["seed"]))
         if self.role == "candidate":
             if self.is_cuda and msg.get("poison"):
@@ -320,11 +325,7 @@ class Worker:
             # Snapshot what exists when forward returns, in stream order: work finished later by a
             # thread or another stream does not count.
             tree, leaves = self.transport.flatten(out)
-            if self.is_cuda:
-                in_shared = [t for t in x if isinstance(t, torch.Tensor) and self._shareable(t)]
-                self.arena.begin(self.arena.span([t for t in leaves if self._shareable(t)] + in_shared))
-            snap = [(self.arena.copy(t) if self.is_cuda and self._shareable(t) else t.detach().clone())
-                    if type(t) is torch.Tensor else t for t in leaves]
+            snap = self._snapshot(leaves, x)
             if self.is_cuda:
                 self._sync()
             threads = _active_count() - self.threads_before
@@ -510,10 +511,11 @@ class Worker:
 class ExportArena:
     """One device buffer per candidate process that every exported tensor is copied into.
 
-    Exports reach the reference worker over CUDA IPC. PyTorch keeps a shared block allocated until
-    it sees the reader let go, and on the H100 it never did: each correctness trial left its outputs
-    and inputs allocated (8 GiB a trial for an 8 GiB problem) until the process ran out of memory.
-    Copies into one long-lived buffer bound what sharing can hold to one set of tensors.
+    Exports reach the reference worker over CUDA IPC, and PyTorch keeps a shared block allocated
+    until the reader's release is seen and collected. Copies into one long-lived buffer bound what
+    sharing can ever hold to one set of tensors, and a correctness trial allocates no snapshot of its
+    own. (The H100 runs first blamed sharing for 8 GiB kept per trial; the cause was a reference cycle
+    in ``transport.flatten``, fixed there. The arena is what those runs then measured.)
     """
 
     ALIGN = 256
