@@ -45,6 +45,7 @@ from kernelbench.io_utils import atomic_write_json
 from kernelbench.problems.model import Problem
 
 if TYPE_CHECKING:
+    from kernelbench.evaluation.compile_warmup import WarmupReport
     from kernelbench.evaluation.parent import DeviceSession, ReferenceTiming
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.runners.modal_runner import ModalRunner
@@ -698,6 +699,23 @@ def plan(file: BaselineFile, problems: Iterable[Problem], modes: Sequence[str],
             else:
                 todo.append((p, mode))
     return todo, settled
+
+
+def warm_compile_caches(file: BaselineFile, problems: Iterable[Problem], modes: Sequence[str],
+                        settings: EvalSettings, device: str, jobs: int | None = None, *, retry_failed: bool = True,
+                        deadline_s: float | None = None, progress: bool = True) -> WarmupReport:
+    """Compile, in parallel, the references that :func:`measure_into` is about to time in torch.compile modes.
+
+    Only for GPU runs (on the CPU there is no GPU to keep quiet and nothing worth the processes).
+    See :mod:`kernelbench.evaluation.compile_warmup` for what carries over to the timed runs.
+    """
+    from kernelbench.evaluation.compile_warmup import WarmupReport, warm_up
+
+    if not device.startswith("cuda"):
+        return WarmupReport()
+    todo, _ = plan(file, problems, modes, retry_failed)
+    return warm_up([(p, m) for p, m in todo if not _missing_packages(p)], settings, device, jobs,
+                   deadline_s=deadline_s, progress=progress)
 
 
 def measure_into(file: BaselineFile, problems: Iterable[Problem], modes: Sequence[str], settings: EvalSettings,

@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timing-budget", type=float, default=0.5, help="seconds of timed calls per measurement (0.5)")
     p.add_argument("--compile-timeout", type=float, default=180.0,
                    help="seconds allowed to build one reference, torch.compile included (180)")
+    p.add_argument("--compile-jobs", type=int, default=None,
+                   help="parallel compile warm-up workers before timing (default: half the cores, at most 8; 0: off)")
     p.add_argument("--deadline", type=float, default=None, help="stop starting measurements after this many seconds")
     p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json)")
     p.add_argument("--repeat-out", default=None, help="second eager run (default <out stem>.eager-repeat.json)")
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         compare_baselines,
         load_baseline,
         measure_into,
+        warm_compile_caches,
     )
     from kernelbench.errors import BaselineError
     from kernelbench.io_utils import atomic_write_json
@@ -128,8 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         file = BaselineFile.open(out, label, precision=args.precision, restart=args.restart)
+        warm = warm_compile_caches(file, problems, modes, settings, device, args.compile_jobs,
+                                   deadline_s=None if args.deadline is None else args.deadline / 2)
+        if warm.outcomes:
+            print(f"compile warm-up: {warm.compiled}/{len(warm.outcomes)} references in {warm.wall_s:.1f} s by "
+                  f"{warm.jobs} workers ({warm.compile_seconds:.1f} s of compiling, {warm.decisions_removed} "
+                  "GPU-timed choices dropped)", file=sys.stderr)
+        deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
         with LocalMeasurer(device) as measure:
-            first = measure_into(file, problems, modes, settings, measure, deadline_s=args.deadline)
+            first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
             second = None
             if not args.no_repeat:
@@ -190,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         "timing_budget_s": args.timing_budget, "compile_timeout_s": args.compile_timeout,
         "baseline_file": str(out), "complete": first.complete, "stopped": first.stopped,
         "wall_s_this_invocation": total_wall, "wall_s_first_run": first_wall,
+        "compile_warmup": {"jobs": warm.jobs, "references": len(warm.outcomes), "compiled": warm.compiled,
+                           "wall_s": warm.wall_s, "compile_seconds": warm.compile_seconds,
+                           "timed_choices_dropped": warm.decisions_removed,
+                           "failed": [{"problem": o.problem_key, "mode": o.mode, "error": o.error}
+                                      for o in warm.failed]},
         "measurement_seconds_in_file": sum(v["seconds"] for v in per_mode.values()), "per_mode": per_mode,
         "failures": [{"level": o.level, "problem": o.filename, "mode": o.mode, "error": o.error}
                      for o in first.failures],
@@ -200,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                             "min": min(fractions) if fractions else None, "max": max(fractions) if fractions else None},
     }
     print()
-    lines = [["this invocation", f"{total_wall:.1f} s ({first_wall:.1f} s for the file)"],
+    lines = [["this invocation", f"{total_wall:.1f} s ({first_wall:.1f} s for the file, "
+                                 f"{warm.wall_s:.1f} s of it compile warm-up)"],
              ["file complete", f"{first.complete}" + (f" (stopped: {first.stopped})" if first.stopped else "")]]
     for m, v in per_mode.items():
         lines.append([f"{m}: measurement time in file", f"{v['seconds']:.1f} s over {v['times']} times "

@@ -12,6 +12,8 @@
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
 #   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
+#   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land?
+#   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
 #                 KB_BASELINE_DEADLINE); the file is copied to $OUT
@@ -60,6 +62,8 @@ for phase in "${phases[@]}"; do
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
+    probe) run probe python3 scripts/probe_placement.py --out "$OUT/probe_placement.json" ;;
+    basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     builds) run builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json" ;;
     baselines)
       # shellcheck disable=SC2086

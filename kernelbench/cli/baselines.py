@@ -26,6 +26,16 @@ def _positive_float(value: str) -> float:
     return v
 
 
+def _jobs_type(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of parallel workers, got {value!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more parallel workers, got {value!r}")
+    return v
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "baselines", help="measure reference (PyTorch) times per problem on this GPU type",
@@ -51,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-trials", type=positive_int, default=None, help="timed calls at most (default 2000)")
     g.add_argument("--compile-timeout", type=_positive_float, default=None,
                    help="seconds allowed to build one problem's reference, torch.compile included (default 600)")
+    g.add_argument("--compile-jobs", type=_jobs_type, default=None, metavar="N",
+                   help="compile references for the torch.compile modes in N parallel workers before timing them "
+                        "one at a time (default: half the CPU cores, at most 8; 0: compile inside each timed run)")
     g.add_argument("--timeout", type=_positive_float, default=None,
                    help="seconds allowed per other stage (default 120)")
     g.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
@@ -137,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         baseline_settings,
         measure_into,
         measure_into_via_modal,
+        warm_compile_caches,
     )
 
     modes = expand_modes(args.modes)
@@ -160,9 +174,16 @@ def run(args: argparse.Namespace) -> int:
     if runner is not None:
         report = measure_into_via_modal(file, problems, modes, settings, runner, retry_failed=not args.skip_failed)
     else:
+        warm = warm_compile_caches(file, problems, modes, settings, device, args.compile_jobs,
+                                   retry_failed=not args.skip_failed,
+                                   deadline_s=None if args.deadline is None else args.deadline / 2)
+        if warm.outcomes:
+            print(f"compile warm-up: {warm.compiled}/{len(warm.outcomes)} references compiled in {warm.wall_s:.1f} s "
+                  f"by {warm.jobs} workers ({warm.compile_seconds:.1f} s of compiling)", file=sys.stderr)
+        deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
         with LocalMeasurer(device) as measure:
             report = measure_into(file, problems, modes, settings, measure, retry_failed=not args.skip_failed,
-                                  deadline_s=args.deadline)
+                                  deadline_s=deadline)
 
     print(tabulate(report.summary_rows(), headers=["level", "mode", "measured", "already in file", "failed",
                                                    "not tried", "seconds"], disable_numparse=True))

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -120,8 +120,9 @@ def _call(worker: WorkerProcess, msg: dict, timeout: float, stage: Stage, what: 
     return reply, out_blobs
 
 
-def _worker_env(role: str, device: str, backend: str | None, arch: str | None) -> dict[str, str]:
-    extra: dict[str, str] = {}
+def _worker_env(role: str, device: str, backend: str | None, arch: str | None,
+                env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    extra: dict[str, str] = dict(env_extra or {})
     # Idle OpenMP threads must not spin: workers take turns, and CI machines are small.
     if "OMP_WAIT_POLICY" not in os.environ:
         extra["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -138,9 +139,12 @@ def _worker_env(role: str, device: str, backend: str | None, arch: str | None) -
 
 
 def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None,
-                 init: bool = True) -> WorkerProcess:
-    """Start a worker; with ``init`` also create its CUDA context (see :class:`_Spare` for why not always)."""
-    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch))
+                 init: bool = True, env_extra: Mapping[str, str] | None = None) -> WorkerProcess:
+    """Start a worker; with ``init`` also create its CUDA context (see :class:`_Spare` for why not always).
+
+    ``env_extra`` adds environment variables (the compile warm-up points torch.compile's caches).
+    """
+    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra))
     try:
         msg, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
     except (ChannelTimeout, ChannelClosed, ProtocolError):
@@ -703,6 +707,17 @@ class ReferenceTiming:
     setup_s: float
 
 
+def reference_setup_message(problem, mode: str, settings: EvalSettings, secret: bytes) -> dict:
+    """The reference worker's ``setup`` for one baseline mode: builds (and, for compile modes, compiles) Model.
+
+    Shared by the timed measurement and the compile warm-up, which must compile the very same graph.
+    """
+    tol = settings.tolerance
+    return {"cmd": "setup", "code": problem.code, "precision": settings.precision, "atol": tol.atol,
+            "rtol": tol.rtol, "init_seed": INIT_SEED, "probe_seed": seedlib.derive_seed(secret, "probe"),
+            "compile_mode": COMPILE_MODES[mode], "ieee_fp32": settings.ieee_fp32}
+
+
 def measure_reference(session: DeviceSession, problem, mode: str = "eager",
                       settings: EvalSettings | None = None, *, allow_cpu: bool = False,
                       start_next: bool = False) -> ReferenceTiming:
@@ -723,11 +738,8 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
     t0 = time.monotonic()
     worker = session.take_reference(replace=start_next)
     try:
-        tol = s.tolerance
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
-        _ref_call(worker, {"cmd": "setup", "code": problem.code, "precision": s.precision, "atol": tol.atol,
-                           "rtol": tol.rtol, "init_seed": INIT_SEED, "probe_seed": seedlib.derive_seed(secret, "probe"),
-                           "compile_mode": COMPILE_MODES[mode], "ieee_fp32": s.ieee_fp32}, setup_timeout, f"{mode} setup")
+        _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
         limit = s.stage_timeout_s + s.timing_budget_s * 2

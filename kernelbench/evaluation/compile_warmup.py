@@ -1,0 +1,179 @@
+"""Compiling baseline references in parallel before they are timed one at a time.
+
+A baseline file in the torch.compile modes is mostly compile time: each measurement compiles its
+reference in a fresh worker, one after another, because two timings must never share the GPU.
+Compiling is CPU work, and torch.compile keeps what it produces on disk (Inductor's FX graph cache,
+the Triton kernel cache). So several workers first compile the references at once, and the timed
+runs then load compiled code instead of producing it.
+
+Only compiler output may carry over into a timed run. Choices torch.compile makes by timing kernels
+on the GPU were made here while several workers shared it, so none of them survives the warm-up:
+runtime autotuning picks (``*.best_config`` files) and max-autotune's measured kernel timings
+(Inductor's ``cache/`` folder) are deleted afterwards, and max-autotune warm-ups do not write the FX
+graph cache, whose entries embed the chosen kernels. The timed run makes those choices again on a
+quiet GPU, with the compiled Triton kernels at hand.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelbench.evaluation.settings import EvalSettings
+
+log = logging.getLogger(__name__)
+
+#: Baseline modes that go through Inductor and so leave compiled code on disk (the cudagraphs backend
+#: only traces and captures graphs: nothing to warm).
+WARM_MODES = ("compile-default", "compile-max-autotune")
+
+
+def inductor_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where Inductor keeps its caches for workers started with ``env`` (torch's own default rule)."""
+    env = os.environ if env is None else env
+    if env.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(env["TORCHINDUCTOR_CACHE_DIR"]).resolve()
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return Path(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)).resolve()
+
+
+def default_jobs() -> int:
+    """Half the CPU cores, at most 8: each warm-up worker also runs Inductor's compile threads."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+@dataclass(frozen=True)
+class WarmupOutcome:
+    """One reference compiled (or not) ahead of its timed run."""
+
+    problem_key: str
+    mode: str
+    ok: bool
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class WarmupReport:
+    """What the warm-up compiled, how long it took, and how many GPU-timed choices it threw away."""
+
+    outcomes: list[WarmupOutcome] = field(default_factory=list)
+    wall_s: float = 0.0
+    jobs: int = 0
+    cache_dir: Path | None = None
+    decisions_removed: int = 0
+
+    @property
+    def compiled(self) -> int:
+        return sum(o.ok for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[WarmupOutcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+    @property
+    def compile_seconds(self) -> float:
+        """Compile time summed over workers: what the timed runs would have spent one after another."""
+        return sum(o.seconds for o in self.outcomes)
+
+
+def warmup_environment(mode: str, jobs: int, cache_dir: Path) -> dict[str, str]:
+    """Environment for one warm-up worker of ``mode`` when ``jobs`` of them run at once."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+           "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, jobs)))}
+    if mode == "compile-max-autotune":
+        env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"  # its entries would carry kernel choices timed under load
+    return env
+
+
+def forget_timed_choices(cache_dir: Path) -> int:
+    """Delete the GPU-timed choices in an Inductor cache folder; returns how many files went."""
+    removed = 0
+    if not cache_dir.is_dir():
+        return 0
+    for path in cache_dir.rglob("*.best_config"):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError as e:
+            log.warning("could not delete %s: %s", path, e)
+    timings = cache_dir / "cache"
+    if timings.is_dir():
+        removed += sum(1 for p in timings.rglob("*") if p.is_file())
+        shutil.rmtree(timings, ignore_errors=True)
+    return removed
+
+
+def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device: str, jobs: int | None = None,
+            *, deadline_s: float | None = None, progress: bool = True) -> WarmupReport:
+    """Compile each (problem, mode) reference in ``jobs`` parallel workers on ``device``; never raises for one.
+
+    A warm-up that fails (compile error, out of memory, timeout) is only logged: the timed run compiles
+    that reference itself and records whatever goes wrong there. ``deadline_s`` stops starting new
+    compiles after that many seconds, so that a time-boxed run keeps time for the timing itself.
+    """
+    from tqdm import tqdm
+
+    from kernelbench.evaluation import seeds as seedlib
+    from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
+    from kernelbench.evaluation.parent import _ref_call, reference_setup_message, start_worker
+
+    jobs = default_jobs() if jobs is None else jobs
+    todo = [(p, m) for p, m in pairs if m in WARM_MODES]
+    cache_dir = inductor_cache_dir()
+    report = WarmupReport(jobs=jobs, cache_dir=cache_dir)
+    if not todo or jobs < 1:
+        return report
+    arch = gpu_compute_capability_from_smi() if device.startswith("cuda") else None
+    secret = settings.seed_secret or seedlib.new_secret()
+    started = time.monotonic()
+
+    def compile_one(problem, mode: str) -> WarmupOutcome:
+        t0 = time.monotonic()
+        if deadline_s is not None and t0 - started >= deadline_s:
+            return WarmupOutcome(problem.key, mode, False, 0.0, f"not started: warm-up deadline of {deadline_s:g} s")
+        worker = None
+        try:
+            worker = start_worker("reference", device, "torch", arch, init=True,
+                                  env_extra=warmup_environment(mode, jobs, cache_dir))
+            _ref_call(worker, reference_setup_message(problem, mode, settings, secret), settings.compile_timeout_s,
+                      f"{mode} warm-up")
+            return WarmupOutcome(problem.key, mode, True, time.monotonic() - t0)
+        except Exception as e:  # recorded; the timed run will compile (and fail) on its own
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            log.info("compile warm-up of %s %s failed: %s", problem.key, mode, first)
+            return WarmupOutcome(problem.key, mode, False, time.monotonic() - t0, first[:300])
+        finally:
+            if worker is not None:
+                worker.close()
+
+    bar = tqdm(total=len(todo), desc=f"compile warm-up ({jobs} at once)", unit="ref", file=sys.stderr,
+               disable=not progress)
+    try:
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kb-warmup") as pool:
+            futures = [pool.submit(compile_one, p, m) for p, m in todo]
+            for fut in as_completed(futures):
+                outcome = fut.result()
+                report.outcomes.append(outcome)
+                bar.set_postfix_str(f"{outcome.problem_key} {outcome.mode}")
+                bar.update(1)
+    finally:
+        bar.close()
+        report.decisions_removed = forget_timed_choices(cache_dir)
+        report.wall_s = time.monotonic() - started
+    log.info("compile warm-up: %d/%d references in %.1f s (%.1f s of compiling), %d timed choices dropped",
+             report.compiled, len(todo), report.wall_s, report.compile_seconds, report.decisions_removed)
+    return report

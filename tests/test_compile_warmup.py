@@ -1,0 +1,130 @@
+"""The parallel compile warm-up before baselines: what it leaves in Inductor's cache, what it deletes.
+
+The slow test compiles for real (Inductor on the CPU) and checks that the timed run then reads the
+warm-up's FX graph entry instead of writing its own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelbench.baselines import baseline_settings, measure_problem
+from kernelbench.cli.main import main
+from kernelbench.evaluation.compile_warmup import (
+    forget_timed_choices,
+    inductor_cache_dir,
+    warm_up,
+    warmup_environment,
+)
+from kernelbench.problems.model import Problem
+
+SMALL = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0 + 1.0
+
+def get_inputs():
+    return [torch.rand(64, 32)]
+
+def get_init_inputs():
+    return []
+"""
+BROKEN = "import torch\nclass Model(torch.nn.Module:\n"
+
+
+def problem(pid: int, code: str) -> Problem:
+    return Problem(level=1, problem_id=pid, name=f"{pid}_P{pid}", code=code, source="test")
+
+
+def test_cache_dir_is_torchs_default_when_unset(monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert inductor_cache_dir() == Path(default_cache_dir()).resolve()
+
+
+def test_cache_dir_follows_the_environment(tmp_path):
+    assert inductor_cache_dir({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")}) == (tmp_path / "ind").resolve()
+
+
+def test_max_autotune_warmups_write_no_fx_graph_entries(tmp_path):
+    auto = warmup_environment("compile-max-autotune", 4, tmp_path)
+    default = warmup_environment("compile-default", 4, tmp_path)
+    assert auto["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
+    assert "TORCHINDUCTOR_FX_GRAPH_CACHE" not in default
+    assert default["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    # the workers share the cores instead of each starting one compile thread per core
+    assert int(default["TORCHINDUCTOR_COMPILE_THREADS"]) == max(1, (os.cpu_count() or 1) // 4)
+
+
+def test_forget_timed_choices_keeps_compiled_code(tmp_path):
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "kernel.py").write_text("# compiled kernel")
+    (tmp_path / "ab" / "k1.best_config").write_text("{}")
+    (tmp_path / "cd").mkdir()
+    (tmp_path / "cd" / "k2.best_config").write_text("{}")
+    (tmp_path / "cache" / "hash").mkdir(parents=True)
+    (tmp_path / "cache" / "hash" / "mm_timings").write_text("{}")
+    (tmp_path / "fxgraph" / "x").mkdir(parents=True)
+    (tmp_path / "fxgraph" / "x" / "entry").write_text("graph")
+
+    assert forget_timed_choices(tmp_path) == 3
+    assert not list(tmp_path.rglob("*.best_config"))
+    assert not (tmp_path / "cache").exists()
+    assert (tmp_path / "ab" / "kernel.py").exists()
+    assert (tmp_path / "fxgraph" / "x" / "entry").exists()
+    assert forget_timed_choices(tmp_path / "missing") == 0
+
+
+def test_past_the_deadline_nothing_is_started(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    s = baseline_settings(0.1, device="cpu")
+    report = warm_up([(problem(1, SMALL), "compile-default")], s, "cpu", 2, deadline_s=0.0, progress=False)
+    assert [o.ok for o in report.outcomes] == [False]
+    assert "deadline" in report.outcomes[0].error
+    assert not (tmp_path / "fxgraph").exists()
+
+
+def test_eager_and_cudagraphs_need_no_warmup(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    s = baseline_settings(0.1, device="cpu")
+    report = warm_up([(problem(1, SMALL), "eager"), (problem(1, SMALL), "compile-cudagraphs")], s, "cpu", 2,
+                     progress=False)
+    assert report.outcomes == []
+
+
+def test_compile_jobs_must_not_be_negative(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["baselines", "--compile-jobs", "-1", "--device", "cpu"])
+    assert e.value.code == 2
+    assert "0 or more" in capsys.readouterr().err
+
+
+def _fx_entries(cache: Path) -> set[Path]:
+    return {p for p in (cache / "fxgraph").rglob("*") if p.is_file()} if (cache / "fxgraph").exists() else set()
+
+
+@pytest.mark.slow
+def test_timed_run_reads_what_the_warmup_compiled(tmp_path, monkeypatch):
+    cache = tmp_path / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    s = baseline_settings(0.1, device="cpu")
+    good, bad = problem(1, SMALL), problem(2, BROKEN)
+    report = warm_up([(good, "compile-default"), (bad, "compile-default")], s, "cpu", 2, progress=False)
+
+    by_key = {o.problem_key: o for o in report.outcomes}
+    assert by_key[good.key].ok
+    assert not by_key[bad.key].ok and "SyntaxError" in by_key[bad.key].error  # logged, not raised
+    assert report.cache_dir == cache.resolve()
+    written = _fx_entries(cache)
+    assert written, "the warm-up left no FX graph entry"
+
+    entries = measure_problem(good, ["compile-default"], s, device="cpu")
+    assert entries["compile-default"].median > 0
+    # The timed worker found the compiled graph instead of compiling (and writing) it again.
+    assert _fx_entries(cache) == written
