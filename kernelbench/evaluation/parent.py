@@ -705,6 +705,9 @@ class ReferenceTiming:
     environment: EnvironmentInfo
     note: str
     setup_s: float
+    #: Compile modes: seconds of the first (compiling) call, and Inductor's cache hits and misses in it.
+    compile_s: float | None = None
+    compile_cache: dict[str, int] | None = None
 
 
 def reference_setup_message(problem, mode: str, settings: EvalSettings, secret: bytes) -> dict:
@@ -739,7 +742,7 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
     worker = session.take_reference(replace=start_next)
     try:
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
-        _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
+        setup, _ = _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
         limit = s.stage_timeout_s + s.timing_budget_s * 2
@@ -762,7 +765,8 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
                 break
         return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=samples, warmup_calls=int(warm["calls"])),
                                environment=_environment_from(worker.info, session.device),
-                               note=f"{len(samples)} timed calls in {rounds} rounds; stopped: {why}", setup_s=setup_s)
+                               note=f"{len(samples)} timed calls in {rounds} rounds; stopped: {why}", setup_s=setup_s,
+                               compile_s=setup.get("compile_s"), compile_cache=setup.get("compile_cache") or None)
     finally:
         worker.close()
         session.allow_gpu_init()

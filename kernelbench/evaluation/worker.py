@@ -250,10 +250,14 @@ class Worker:
             else:
                 self.model = self.torch.compile(self.model, mode=mode)
         stochastic = nondeterministic = False
+        first_call_s = None
         if msg.get("probe_seed") is not None and isinstance(self.model, self.torch.nn.Module):
             state = {k: v.clone() for k, v in self.model.state_dict().items()}
             x = self._make_inputs(int(msg["probe_seed"]))
+            t0 = _perf_counter()
             a = self._forward(x, 1)
+            self._sync()
+            first_call_s = _perf_counter() - t0  # for compile modes: compiling, from scratch or from cache
             b = self._forward(x, 2)
             tree, leaves = self.transport.flatten(b)
             if not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok:
@@ -266,7 +270,19 @@ class Worker:
             self.model.load_state_dict(state)
             del a, b, x, state
             self._release_cached_memory()
-        return {"ok": True, "stochastic": stochastic, "nondeterministic": nondeterministic}, []
+        reply = {"ok": True, "stochastic": stochastic, "nondeterministic": nondeterministic}
+        if mode and first_call_s is not None:
+            reply["compile_s"] = first_call_s
+            reply["compile_cache"] = self._compile_cache_counters()
+        return reply, []
+
+    def _compile_cache_counters(self) -> dict:
+        """Inductor's cache hits and misses in this process (was a compiled reference built or loaded?)."""
+        try:
+            from torch._dynamo.utils import counters
+        except Exception:
+            return {}
+        return {k: int(v) for k, v in counters["inductor"].items() if "cache" in k}
 
     def cmd_load(self, msg: dict, blobs: list) -> tuple[dict, list]:
         """Candidate or compile worker: import the candidate (building its kernels) and build ModelNew."""
