@@ -49,8 +49,9 @@ def test_measure_problem_times_eager_and_compiled_references_on_the_gpu(problems
 
     relu = problems.get(1, 8)
     settings = baseline_settings(timing_budget_s=0.3, compile_timeout_s=300)
-    entries = measure_problem(relu, ["eager", "compile-default"], settings)
-    assert list(entries) == ["eager", "compile-default"]
+    modes = ["eager", "compile-default", "compile-cudagraphs"]
+    entries = measure_problem(relu, modes, settings)
+    assert list(entries) == modes
     for mode, e in entries.items():
         # torch's device name; nvidia-smi's may be spelled differently, the GPU type may not.
         assert e.device == "cuda:0" and canonical_gpu(e.hardware) == canonical_gpu(_gpu()), mode
@@ -68,6 +69,8 @@ def test_measure_problem_times_eager_and_compiled_references_on_the_gpu(problems
         assert check.flag is None and check.info.bound_by == "memory" and check.info.fraction_of_sol > 0.05
     # torch.compile of one ReLU is the same memory-bound kernel: within 2x of eager.
     assert 0.5 < entries["compile-default"].median / eager < 2
+    # A replayed CUDA graph of it too (its outputs are copied before the probe's second call reuses them).
+    assert 0.5 < entries["compile-cudagraphs"].median / eager < 2
 
 
 def test_writer_on_the_gpu_resumes_and_two_runs_agree(tmp_path, problems):

@@ -254,8 +254,10 @@ class Worker:
         if msg.get("probe_seed") is not None and isinstance(self.model, self.torch.nn.Module):
             state = {k: v.clone() for k, v in self.model.state_dict().items()}
             x = self._make_inputs(int(msg["probe_seed"]))
+            # CUDA-graph replays write their outputs into memory the next replay reuses: keep copies.
+            keep = self._cloned if mode == "cudagraphs" else (lambda out: out)
             t0 = _perf_counter()
-            a = self._forward(x, 1)
+            a = keep(self._forward(x, 1))
             self._sync()
             first_call_s = _perf_counter() - t0  # for compile modes: compiling, from scratch or from cache
             b = self._forward(x, 2)
@@ -263,7 +265,7 @@ class Worker:
             if not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok:
                 stochastic = True
                 self.model.eval()
-                a = self._forward(x, 3)
+                a = keep(self._forward(x, 3))
                 b = self._forward(x, 4)
                 tree, leaves = self.transport.flatten(b)
                 nondeterministic = not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok
@@ -275,6 +277,11 @@ class Worker:
             reply["compile_s"] = first_call_s
             reply["compile_cache"] = self._compile_cache_counters()
         return reply, []
+
+    def _cloned(self, out):
+        from torch.utils._pytree import tree_map
+
+        return tree_map(lambda t: t.clone() if isinstance(t, self.torch.Tensor) else t, out)
 
     def _compile_cache_counters(self) -> dict:
         """Inductor's cache hits and misses in this process (was a compiled reference built or loaded?)."""
