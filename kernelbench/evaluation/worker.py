@@ -30,6 +30,11 @@ _perf_counter = time.perf_counter
 _active_count = threading.active_count
 
 
+
+#: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
+#: a call's outputs live in memory the next call overwrites.
+GRAPH_REPLAY_MODES = ("cudagraphs", "max-autotune", "reduce-overhead")
+
 class _WallEvent:
     """CPU stand-in for a CUDA event (CPU work is synchronous, so the wall clock is the runtime)."""
 
@@ -255,7 +260,7 @@ class Worker:
             state = {k: v.clone() for k, v in self.model.state_dict().items()}
             x = self._make_inputs(int(msg["probe_seed"]))
             # CUDA-graph replays write their outputs into memory the next replay reuses: keep copies.
-            keep = self._cloned if mode == "cudagraphs" else (lambda out: out)
+            keep = self._cloned if mode in GRAPH_REPLAY_MODES else (lambda out: out)
             t0 = _perf_counter()
             a = keep(self._forward(x, 1))
             self._sync()
