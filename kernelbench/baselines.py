@@ -322,8 +322,9 @@ def measure_problem(problem: Problem, modes: Sequence[str], settings: EvalSettin
     own = session is None
     if session is None:
         dev = device or s.device or visible_devices()[0]
+        # One worker started ahead when another mode follows; none to throw away after the last.
         session = DeviceSession(dev, gpu_compute_capability_from_smi() if dev.startswith("cuda") else None,
-                                spares=REFERENCE_SPARES)
+                                spares=1 if len(modes) > 1 else 0)
     entries: dict[str, BaselineEntry] = {}
     failures: dict[str, str] = {}
     try:

@@ -128,3 +128,16 @@ def test_timed_run_reads_what_the_warmup_compiled(tmp_path, monkeypatch):
     assert entries["compile-default"].median > 0
     # The timed worker found the compiled graph instead of compiling (and writing) it again.
     assert _fx_entries(cache) == written
+
+
+def test_every_compile_mode_that_replays_cuda_graphs_has_its_outputs_copied():
+    """The reference's probe compares two calls' outputs; a CUDA-graph replay overwrites the previous one's."""
+    from torch._inductor import list_mode_options
+
+    from kernelbench.evaluation.parent import COMPILE_MODES
+    from kernelbench.evaluation.worker import GRAPH_REPLAY_MODES
+
+    replaying = {m for m, opts in list_mode_options().items() if opts.get("triton.cudagraphs")}
+    assert "max-autotune" in replaying
+    assert replaying <= set(GRAPH_REPLAY_MODES)
+    assert COMPILE_MODES["compile-cudagraphs"] in GRAPH_REPLAY_MODES  # backend="cudagraphs"
