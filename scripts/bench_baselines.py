@@ -134,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         warm = warm_compile_caches(file, problems, modes, settings, device, args.compile_jobs,
                                    deadline_s=None if args.deadline is None else args.deadline / 2)
         if warm.outcomes:
-            print(f"compile warm-up: {warm.compiled}/{len(warm.outcomes)} references in {warm.wall_s:.1f} s by "
-                  f"{warm.jobs} workers ({warm.compile_seconds:.1f} s of compiling, {warm.decisions_removed} "
-                  "GPU-timed choices dropped)", file=sys.stderr)
+            print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
         with LocalMeasurer(device) as measure:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kernelbench.cli.common import add_runner_args, add_source_args, level_type, positive_int
+from kernelbench.cli.common import (
+    add_runner_args,
+    add_source_args,
+    level_type,
+    non_negative_int,
+    positive_int,
+)
 
 ALL_MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs")
 
@@ -23,16 +29,6 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
     if not v > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
-    return v
-
-
-def _jobs_type(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of parallel workers, got {value!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more parallel workers, got {value!r}")
     return v
 
 
@@ -61,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-trials", type=positive_int, default=None, help="timed calls at most (default 2000)")
     g.add_argument("--compile-timeout", type=_positive_float, default=None,
                    help="seconds allowed to build one problem's reference, torch.compile included (default 600)")
-    g.add_argument("--compile-jobs", type=_jobs_type, default=None, metavar="N",
+    g.add_argument("--compile-jobs", type=non_negative_int, default=None, metavar="N",
                    help="compile references for the torch.compile modes in N parallel workers before timing them "
                         "one at a time (default: half the CPU cores, at most 8; 0: compile inside each timed run)")
     g.add_argument("--timeout", type=_positive_float, default=None,
@@ -178,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
                                    retry_failed=not args.skip_failed,
                                    deadline_s=None if args.deadline is None else args.deadline / 2)
         if warm.outcomes:
-            print(f"compile warm-up: {warm.compiled}/{len(warm.outcomes)} references compiled in {warm.wall_s:.1f} s "
-                  f"by {warm.jobs} workers ({warm.compile_seconds:.1f} s of compiling)", file=sys.stderr)
+            print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
         with LocalMeasurer(device) as measure:
             report = measure_into(file, problems, modes, settings, measure, retry_failed=not args.skip_failed,

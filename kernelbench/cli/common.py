@@ -39,6 +39,16 @@ def positive_int(value: str) -> int:
     return v
 
 
+def non_negative_int(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer, 0 or more, got {v}")
+    return v
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2)
     sys.stdout.write("\n")

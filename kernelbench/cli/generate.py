@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelbench.cli.common import add_source_args, level_type, positive_int
+from kernelbench.cli.common import add_source_args, level_type, non_negative_int, positive_int
 
 if TYPE_CHECKING:
     from kernelbench.generation.client import GenerationConfig, LLMClient
@@ -33,16 +33,6 @@ def non_negative_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {v:g}")
-    return v
-
-
-def non_negative_int(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
     return v
 
 

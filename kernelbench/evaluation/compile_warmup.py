@@ -16,13 +16,10 @@ quiet GPU, with the compiled Triton kernels at hand.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import os
-import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -43,11 +40,9 @@ def inductor_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(env["TORCHINDUCTOR_CACHE_DIR"]).resolve()
-    try:
-        user = getpass.getuser()
-    except (KeyError, ModuleNotFoundError, OSError):
-        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-    return Path(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)).resolve()
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return Path(default_cache_dir()).resolve()
 
 
 def default_jobs() -> int:
@@ -88,6 +83,12 @@ class WarmupReport:
     def compile_seconds(self) -> float:
         """Compile time summed over workers: what the timed runs would have spent one after another."""
         return sum(o.seconds for o in self.outcomes)
+
+    def summary(self) -> str:
+        """One line for a CLI to print."""
+        return (f"compile warm-up: {self.compiled}/{len(self.outcomes)} references compiled in {self.wall_s:.1f} s "
+                f"by {self.jobs} workers ({self.compile_seconds:.1f} s of compiling, {self.decisions_removed} "
+                "GPU-timed choices dropped)")
 
 
 def warmup_environment(mode: str, jobs: int, cache_dir: Path) -> dict[str, str]:
@@ -174,6 +175,5 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
         bar.close()
         report.decisions_removed = forget_timed_choices(cache_dir)
         report.wall_s = time.monotonic() - started
-    log.info("compile warm-up: %d/%d references in %.1f s (%.1f s of compiling), %d timed choices dropped",
-             report.compiled, len(todo), report.wall_s, report.compile_seconds, report.decisions_removed)
+    log.info("%s", report.summary())
     return report

@@ -29,11 +29,10 @@ from typing import Any
 _perf_counter = time.perf_counter
 _active_count = threading.active_count
 
-
-
 #: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
 #: a call's outputs live in memory the next call overwrites.
 GRAPH_REPLAY_MODES = ("cudagraphs", "max-autotune", "reduce-overhead")
+
 
 class _WallEvent:
     """CPU stand-in for a CUDA event (CPU work is synchronous, so the wall clock is the runtime)."""
@@ -284,9 +283,8 @@ class Worker:
         return reply, []
 
     def _cloned(self, out):
-        from torch.utils._pytree import tree_map
-
-        return tree_map(lambda t: t.clone() if isinstance(t, self.torch.Tensor) else t, out)
+        tree, leaves = self.transport.flatten(out)
+        return _rebuild(tree, [t.clone() if isinstance(t, self.torch.Tensor) else t for t in leaves])
 
     def _compile_cache_counters(self) -> dict:
         """Inductor's cache hits and misses in this process (was a compiled reference built or loaded?)."""
@@ -555,8 +553,12 @@ class ExportArena:
         self.used = 0
 
     @classmethod
+    def _aligned(cls, nbytes: int) -> int:
+        return -(-nbytes // cls.ALIGN) * cls.ALIGN
+
+    @classmethod
     def span(cls, tensors: list) -> int:
-        return sum(-(-t.numel() * t.element_size() // cls.ALIGN) * cls.ALIGN for t in tensors)
+        return sum(cls._aligned(t.numel() * t.element_size()) for t in tensors)
 
     def begin(self, need_bytes: int) -> None:
         self.used = 0
@@ -571,7 +573,7 @@ class ExportArena:
             return t.detach().clone()
         view = self.buf[self.used:self.used + n].view(t.dtype).view(t.shape)
         view.copy_(t.detach())
-        self.used += -(-n // self.ALIGN) * self.ALIGN
+        self.used += self._aligned(n)
         return view
 
 
