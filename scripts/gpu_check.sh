@@ -8,6 +8,7 @@
 #   tests         pytest -m gpu, the whole GPU suite
 #   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
 #   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
+#   solutions     every worked solution through the full evaluator, guards on (scripts/eval_solutions.py)
 #   adversarial   the exploit corpus at full size (tests/test_adversarial_runtime.py)
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
 #   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
@@ -58,6 +59,7 @@ for phase in "${phases[@]}"; do
     tests) run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 tests ;;
     evaltests) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
     soltests) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
+    solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     adversarial) run adversarial python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=60 tests/test_adversarial_runtime.py ;;
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;

@@ -880,12 +880,13 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
 
     compiled: dict[int, Future] = {}
     compile_pool = None
-    cuda_jobs = [i for i, j in enumerate(jobs) if j.settings.backend == "cuda"]
-    if use_gpu and len(cuda_jobs) > 1:
-        n = compile_workers or max(1, min(len(cuda_jobs), os.cpu_count() or 1))
+    # The first job of each device starts at once (and builds in its worker); every later CUDA job is
+    # built ahead on the CPU, wherever it sits in the list, while the GPUs evaluate what is ready.
+    build_ahead = [i for i, j in enumerate(jobs) if j.settings.backend == "cuda" and i >= len(devices)]
+    if use_gpu and build_ahead:
+        n = compile_workers or max(1, min(len(build_ahead), os.cpu_count() or 1))
         compile_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")
-        # The first job of each device starts at once; the rest are built ahead on the CPU.
-        for i in cuda_jobs[len(devices):]:
+        for i in build_ahead:
             compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch)
 
     results: list[KernelResult | None] = [None] * len(jobs)

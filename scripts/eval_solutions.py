@@ -1,0 +1,129 @@
+"""Evaluate every worked solution through the full evaluator, guards on: the no-false-positive check.
+
+    python scripts/eval_solutions.py                         # every solution, every backend
+    python scripts/eval_solutions.py --backend triton --only 1:8 2:1 --out eval_solutions.json
+
+Each solution goes through ``evaluate_batch`` exactly as a submitted kernel would (static guard,
+separate candidate process, fresh-input correctness trials, runtime launch tracing, timing against
+the reference). A worked solution is hand-written and correct, so anything other than a correct
+verdict with no failing guard finding is a defect, in the solution or in the evaluator (a false
+positive). The table shows the verdict, the speedup over PyTorch eager, what share of device time
+the solution's own kernels took and every warning or error finding; the exit status is 1 when any
+solution fails or has a failing finding, 2 for bad usage.
+
+With no GPU, Triton solutions run under the Triton interpreter (set ``TRITON_INTERPRET=1``) and
+CUDA solutions cannot run: pass ``--backend triton``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+_SHARE_RE = re.compile(r"take (\d+)% of device time")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="eval_solutions.py", description=__doc__.strip().splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.strip().splitlines()[1:]))
+    p.add_argument("--backend", action="append", choices=("triton", "cuda"), default=None,
+                   help="only this backend (repeatable; default: both)")
+    p.add_argument("--only", nargs="+", default=None, metavar="L:P",
+                   help="only these problems, as level:id (e.g. 1:8 2:1)")
+    p.add_argument("--correctness-trials", type=int, default=5, help="fresh-input correctness trials (5)")
+    p.add_argument("--timing-budget", type=float, default=1.0, help="seconds of timed calls per side (1.0)")
+    p.add_argument("--no-timing", action="store_true", help="check correctness and guards only")
+    p.add_argument("--device", default=None, help="cuda:N or cpu (default: the first GPU, else the CPU)")
+    p.add_argument("--out", default=None, help="write every result (KernelResult JSON) and the summary here")
+    return p.parse_args(argv)
+
+
+def _parse_only(items: list[str] | None) -> set[tuple[int, int]] | None:
+    if not items:
+        return None
+    wanted = set()
+    for item in items:
+        m = re.fullmatch(r"(\d+):(\d+)", item.strip())
+        if not m:
+            raise ValueError(f"--only expects level:id such as 1:8, got {item!r}")
+        wanted.add((int(m.group(1)), int(m.group(2))))
+    return wanted
+
+
+def own_share(result) -> float | None:
+    """The share of device time the solution's own kernels took, from the runtime launch report."""
+    for f in result.guard_findings:
+        if f.rule == "launch-report":
+            m = _SHARE_RE.search(f.message)
+            if m:
+                return int(m.group(1)) / 100
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        wanted = _parse_only(args.only)
+    except ValueError as e:
+        print(f"eval_solutions.py: error: {e}", file=sys.stderr)
+        return 2
+
+    from tabulate import tabulate
+
+    from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
+    from kernelbench.problems import load_builtin
+    from kernelbench.solutions import list_solutions
+
+    backends = args.backend or ["triton", "cuda"]
+    solutions = [s for b in backends for s in list_solutions(b)
+                 if wanted is None or (s.level, s.problem_id) in wanted]
+    if not solutions:
+        print("eval_solutions.py: error: no worked solution matches --backend/--only", file=sys.stderr)
+        return 2
+    suite = load_builtin(sorted({s.level for s in solutions}))
+    base = EvalSettings(correctness_trials=args.correctness_trials, timing_budget_s=args.timing_budget,
+                        measure_timing=not args.no_timing, device=args.device)
+    # Triton first: the GPU evaluates those while every CUDA solution builds on the CPU.
+    order = sorted(solutions, key=lambda s: (s.backend != "triton", s.level, s.problem_id))
+    jobs = [EvalJob(suite.get(s.level, s.problem_id), s.source, base.with_(backend=s.backend)) for s in order]
+    print(f"eval_solutions: {len(jobs)} worked solutions ({', '.join(backends)})", file=sys.stderr)
+    started = time.monotonic()
+    results = evaluate_batch(jobs, progress=True)
+    wall = time.monotonic() - started
+
+    rows, records, bad = [], [], 0
+    for s, r in zip(order, results):
+        failing = r.failing_findings
+        noted = [f for f in r.guard_findings if f.severity != "info"]
+        ok = r.correct and not failing
+        bad += not ok
+        share = own_share(r)
+        rows.append([s.backend, f"L{s.level} {s.name}", r.verdict(),
+                     f"{r.runtime_ms:.4g}" if r.runtime_ms else "-",
+                     f"{r.speedup:.3f}" if r.speedup else "-",
+                     f"{share:.0%}" if share is not None else "-",
+                     "; ".join(f"{f.severity} {f.rule}" for f in noted) or "-",
+                     (r.error.one_line()[:70] if r.error else "")])
+        records.append({"backend": s.backend, "level": s.level, "problem_id": s.problem_id, "name": s.name,
+                        "ok": ok, "own_share": share, "result": json.loads(r.to_json())})
+    print(tabulate(rows, headers=["backend", "solution", "verdict", "ms", "speedup", "own share", "findings",
+                                  "error"]))
+    print(f"\n{len(results) - bad}/{len(results)} worked solutions correct with no failing guard finding "
+          f"({wall:.0f} s)")
+    if args.out:
+        from kernelbench.io_utils import atomic_write_text
+
+        summary = {"wall_s": wall, "n": len(results), "n_ok": len(results) - bad,
+                   "environment": json.loads(results[0].environment.model_dump_json()) if results[0].environment
+                   else None, "solutions": records}
+        atomic_write_text(Path(args.out), json.dumps(summary, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

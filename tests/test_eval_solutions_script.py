@@ -1,0 +1,59 @@
+"""scripts/eval_solutions.py: usage errors and the own-kernel share it reads from the launch report.
+
+The evaluation itself runs on the GPU (``bash scripts/gpu_check.sh solutions``); the worked solutions'
+CPU path is covered by tests/test_solutions_inprocess.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelbench.evaluation.guards.runtime import LaunchReport, launch_findings
+from kernelbench.results import KernelResult
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "eval_solutions.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--only", "one"], "--only expects level:id"),
+    (["--only", "9:9"], "no worked solution matches"),
+])
+def test_bad_selection_is_a_usage_error(args, message):
+    done = _run(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+
+
+def test_help_lists_the_options():
+    done = _run("--help")
+    assert done.returncode == 0
+    assert "--backend" in done.stdout and "--only" in done.stdout
+
+
+def _result_with(report: LaunchReport) -> KernelResult:
+    return KernelResult(level=1, problem_id=8, problem_name="8_ReLU", backend="triton",
+                        guard_findings=launch_findings(report, "triton"))
+
+
+def test_own_share_comes_from_the_evaluators_launch_report():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from eval_solutions import own_share
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    mixed = LaunchReport(["relu_kernel"], ["vectorized_elementwise_kernel"], 30.0, 10.0, [7], 7, [7])
+    assert own_share(_result_with(mixed)) == pytest.approx(0.75)
+    alone = LaunchReport(["relu_kernel"], [], 12.0, 0.0, [7], 7, [7])
+    assert own_share(_result_with(alone)) == pytest.approx(1.0)
+    none = LaunchReport([], ["vectorized_elementwise_kernel"], 0.0, 10.0, [7], 7, [])
+    assert own_share(_result_with(none)) is None
