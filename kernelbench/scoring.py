@@ -146,13 +146,31 @@ def canonical_gpu(name: str | None) -> str | None:
     return m.group(1).upper().replace(" ", "") if m else name.strip()
 
 
+def protocol_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> str | None:
+    """The timing protocol of the first timed result that differs from the baseline's, or None.
+
+    Times taken under two protocol versions are not comparable (kb-timing-2 changed what fp32 means
+    for convolutions, for one); a caller either refuses (``check_same_gpu``) or scores against the
+    reference timed in the same session instead (the leaderboard, for an entry evaluated long ago).
+    """
+    base_protocol = baseline.environment.timing_protocol if baseline.environment else None
+    if base_protocol is None:
+        return None
+    for r in results:
+        if r.runtime is None or r.environment is None:
+            continue
+        protocol = r.environment.timing_protocol
+        if protocol is not None and protocol != base_protocol:
+            return protocol
+    return None
+
+
 def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: bool = False) -> None:
-    """Refuse to compare timings with a baseline from another GPU type or another timing-protocol
-    version (kb-timing-2 changed what fp32 means for convolutions, for one)."""
+    """Refuse to compare timings with a baseline from another GPU type or another timing-protocol version."""
     if force:
         return
+    results = list(results)
     base_gpu = canonical_gpu(baseline.gpu_name)
-    base_protocol = baseline.environment.timing_protocol if baseline.environment else None
     for r in results:
         if r.runtime is None or r.environment is None:
             continue
@@ -162,12 +180,13 @@ def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: b
                 f"results were measured on {gpu} but the baseline {baseline.path or ''} is for {base_gpu}; "
                 f"use the baseline for {gpu} or pass --force to compare anyway"
             )
-        protocol = r.environment.timing_protocol
-        if base_protocol is not None and protocol is not None and protocol != base_protocol:
-            raise BaselineError(
-                f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
-                f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"
-            )
+    protocol = protocol_mismatch(results, baseline)
+    if protocol is not None:
+        base_protocol = baseline.environment.timing_protocol if baseline.environment else None
+        raise BaselineError(
+            f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
+            f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"
+        )
 
 
 def _choose(samples: list[KernelResult], policy: SamplePolicy, speed: dict[int, float | None]) -> KernelResult:

@@ -35,6 +35,7 @@ from kernelbench.scoring import (
     check_same_gpu,
     fast_p,
     outcomes_from_results,
+    protocol_mismatch,
     score_results,
 )
 from leaderboard.bundle import SEPARATOR, ResultsBundle, read_bundle
@@ -242,6 +243,14 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         results = [r for r in bundle.results
                    if r.sample_id == RANKED_SAMPLE and (r.level, r.problem_id) in ranked]
         baseline = _baseline_for(bundle.gpu, config, baselines)
+        stale = protocol_mismatch(results, baseline) if baseline is not None else None
+        if stale is not None:
+            # Timed under another protocol version than today's baseline: the two sets of times are not
+            # comparable, but each evaluation's own reference (timed in the same session) still is.
+            log.warning("%s on %s was timed with protocol %r, the baseline with %r; speedups use in-session "
+                        "reference timings", bundle.entry, bundle.gpu, stale,
+                        baseline.environment.timing_protocol if baseline.environment else None)
+            baseline = None
         if baseline is not None:
             check_same_gpu(results, baseline)
             missing = [p for p in problems if baseline.find(p) is None]

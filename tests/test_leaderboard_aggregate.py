@@ -244,6 +244,24 @@ def test_update_leaderboard_script_imports_run_directories(tmp_path):
     assert refused.returncode == 2 and "score summary" in refused.stderr
 
 
+def test_results_timed_under_an_older_protocol_use_their_in_session_reference(tmp_path, problems):
+    old = alpha_results()
+    for r in old:
+        r.environment.timing_protocol = "kb-timing-1"
+    add_entry(tmp_path, "alpha", old)
+    times = {(1, "1_ReLU.py"): 1.5, (1, "2_Sigmoid.py"): 1.0, (1, "3_Sum_rows.py"): 1.0,
+             (1, "4_Matmul_small.py"): 1.0, (2, "1_Linear_ReLU.py"): 1.0, (2, "2_Add_Tanh.py"): 1.0}
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "H100.json").write_text(json.dumps(F.baseline(times)))
+    aggregate(problems, config(tmp_path))
+    detail = json.loads((tmp_path / "data" / "results" / "alpha__H100.json").read_text())
+    rows = {r["key"]: r for r in detail["problems"]}
+    # 1 ms in-session reference / 0.5 ms, not the 1.5 ms baseline measured under the current protocol
+    assert rows["level_1_problem_1"]["speedup"] == 2.0
+    assert rows["level_1_problem_1"]["baseline_ms"] is None
+    assert detail["speedup_basis"] == "in-session reference"
+
+
 def test_an_incomplete_baseline_falls_back_to_in_session_timings(tmp_path, problems):
     add_entry(tmp_path, "alpha", [F.result(1, 1, gpu="NVIDIA H100 80GB HBM3")])
     (tmp_path / "baselines").mkdir()
