@@ -16,6 +16,7 @@
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land?
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
+#   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
 #                 KB_BASELINE_DEADLINE); the file is copied to $OUT
 #   bench         identity + repeat + builds
@@ -66,6 +67,8 @@ for phase in "${phases[@]}"; do
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --out "$OUT/probe_placement.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
+    rates) run rates python3 scripts/measure_rates.py
+      cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;
     builds) run builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json" ;;
     baselines)
       # shellcheck disable=SC2086
