@@ -101,15 +101,20 @@ def test_metrics_match_hand_arithmetic(tmp_path, problems):
     assert "class Model" in prob["code"]
 
 
-def test_baseline_times_replace_in_session_reference(tmp_path, problems):
-    add_entry(tmp_path, "alpha", alpha_results())
+def aggregate_with_full_baseline(root: Path, problems) -> tuple[dict, dict]:
+    """Aggregate against an H100 baseline with every problem (ReLU 1.5 ms, the rest 1 ms): alpha's detail."""
     times = {(1, "1_ReLU.py"): 1.5, (1, "2_Sigmoid.py"): 1.0, (1, "3_Sum_rows.py"): 1.0,
              (1, "4_Matmul_small.py"): 1.0, (2, "1_Linear_ReLU.py"): 1.0, (2, "2_Add_Tanh.py"): 1.0}
-    (tmp_path / "baselines").mkdir()
-    (tmp_path / "baselines" / "H100.json").write_text(json.dumps(F.baseline(times)))
-    aggregate(problems, config(tmp_path))
-    detail = json.loads((tmp_path / "data" / "results" / "alpha__H100.json").read_text())
-    rows = {r["key"]: r for r in detail["problems"]}
+    (root / "baselines").mkdir()
+    (root / "baselines" / "H100.json").write_text(json.dumps(F.baseline(times)))
+    aggregate(problems, config(root))
+    detail = json.loads((root / "data" / "results" / "alpha__H100.json").read_text())
+    return detail, {r["key"]: r for r in detail["problems"]}
+
+
+def test_baseline_times_replace_in_session_reference(tmp_path, problems):
+    add_entry(tmp_path, "alpha", alpha_results())
+    detail, rows = aggregate_with_full_baseline(tmp_path, problems)
     assert rows["level_1_problem_1"]["speedup"] == 3.0  # 1.5 ms baseline / 0.5 ms
     assert rows["level_1_problem_1"]["baseline_ms"] == 1.5
     assert detail["speedup_basis"] == "baseline eager"
@@ -249,13 +254,7 @@ def test_results_timed_under_an_older_protocol_use_their_in_session_reference(tm
     for r in old:
         r.environment.timing_protocol = "kb-timing-1"
     add_entry(tmp_path, "alpha", old)
-    times = {(1, "1_ReLU.py"): 1.5, (1, "2_Sigmoid.py"): 1.0, (1, "3_Sum_rows.py"): 1.0,
-             (1, "4_Matmul_small.py"): 1.0, (2, "1_Linear_ReLU.py"): 1.0, (2, "2_Add_Tanh.py"): 1.0}
-    (tmp_path / "baselines").mkdir()
-    (tmp_path / "baselines" / "H100.json").write_text(json.dumps(F.baseline(times)))
-    aggregate(problems, config(tmp_path))
-    detail = json.loads((tmp_path / "data" / "results" / "alpha__H100.json").read_text())
-    rows = {r["key"]: r for r in detail["problems"]}
+    detail, rows = aggregate_with_full_baseline(tmp_path, problems)
     # 1 ms in-session reference / 0.5 ms, not the 1.5 ms baseline measured under the current protocol
     assert rows["level_1_problem_1"]["speedup"] == 2.0
     assert rows["level_1_problem_1"]["baseline_ms"] is None
