@@ -13,7 +13,7 @@
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
 #   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
-#   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land?
+#   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process?
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
@@ -65,7 +65,9 @@ for phase in "${phases[@]}"; do
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
-    probe) run probe python3 scripts/probe_placement.py --out "$OUT/probe_placement.json" ;;
+    probe) run probe python3 scripts/probe_placement.py --out "$OUT/probe_placement.json"
+      run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \
+        --out "$OUT/probe_processes.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;
