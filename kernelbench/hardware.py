@@ -286,6 +286,12 @@ def load_measured_rates(path: str | Path | None = None) -> dict[str, MeasuredRat
         raise MeasuredRatesError(f"measured-rates file {path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise MeasuredRatesError(f"measured-rates file {path} is not valid JSON: {e}") from None
+    return parse_measured_rates(data, path)
+
+
+def parse_measured_rates(data: object, path: str | Path) -> dict[str, MeasuredRates]:
+    """The measured-rates file's content, checked; ``path`` only names it in errors."""
+    path = Path(path)
     gpus = data.get("gpus") if isinstance(data, dict) else None
     if not isinstance(gpus, dict):
         raise MeasuredRatesError(f"measured-rates file {path}: expected an object with a \"gpus\" mapping")

@@ -13,15 +13,14 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelbench.hardware import MeasuredRatesError, load_measured_rates, measured_rates_path
+from kernelbench.hardware import measured_rates_path, parse_measured_rates
+from kernelbench.io_utils import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +127,13 @@ def measure_gpu_rates(device: str = "cuda", copy_bytes: int = 1 << 30, matmul_n:
     import torch
 
     dev = torch.device(device)
-    if dev.type == "cuda":
-        name = torch.cuda.get_device_name(dev)
-    else:
-        name = "cpu"
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     out = MeasuredGpuRates(device_name=name, torch=torch.__version__, cuda=torch.version.cuda)
-    steps: list[Callable[[], RateSample]] = [lambda: measure_copy_bandwidth(dev, copy_bytes, calls)]
-    steps += [lambda k=k: measure_matmul_rate(dev, k, matmul_n, max(3, calls // 2)) for k in kinds]
-    for step in steps:
-        sample = step()
+    for kind in ("memory", *kinds):
+        if kind == "memory":
+            sample = measure_copy_bandwidth(dev, copy_bytes, calls)
+        else:
+            sample = measure_matmul_rate(dev, kind, matmul_n, max(3, calls // 2))
         log.info("%s: %.4g (%.3f ms)", sample.kind, sample.value, sample.median_ms)
         out.samples.append(sample)
         if on_sample is not None:
@@ -149,30 +146,14 @@ def measure_gpu_rates(device: str = "cuda", copy_bytes: int = 1 << 30, matmul_n:
 def merge_measured_rates(gpu_name: str, entry: dict, path: str | Path | None = None) -> Path:
     """Put one GPU's entry into the measured-rates file, keeping the others.
 
-    The new file is written beside the old one and read back with the same loader the bounds use
-    before it replaces it: a bad entry (unknown GPU name, a zero rate) raises and leaves the file as it
-    was.
+    The new content is checked by the same parser the bounds use before anything is written: a bad
+    entry (unknown GPU name, a zero rate) raises and leaves the file as it was.
     """
     path = Path(path) if path is not None else measured_rates_path()
-    if path.exists():
-        data = json.loads(path.read_text(encoding="utf-8"))
-    else:
-        data = {"schema_version": 1, "gpus": {}}
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"schema_version": 1, "gpus": {}}
     data.setdefault("gpus", {})[gpu_name] = entry
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        try:
-            load_measured_rates(tmp)
-        except MeasuredRatesError as e:
-            raise MeasuredRatesError(str(e).replace(tmp, str(path))) from None
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    parse_measured_rates(data, path)
+    atomic_write_json(path, data)
     return path
 
 

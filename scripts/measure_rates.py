@@ -17,6 +17,8 @@ import argparse
 import logging
 import sys
 
+from kernelbench.cli.common import positive_int
+
 SOURCE = "scripts/measure_rates.py: Tensor.copy_ and torch.mm (cuBLAS), median of CUDA-event timed calls"
 
 
@@ -27,9 +29,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cuda:N (default: the first GPU) or cpu (smoke test)")
     p.add_argument("--gpu-name", default=None, help="file key (default: the device's family, e.g. H100)")
     p.add_argument("--out", default=None, help="measured-rates file (default: kernelbench/data/measured_rates.json)")
-    p.add_argument("--copy-mb", type=int, default=1024, help="buffer size copied, MiB (1024)")
-    p.add_argument("--matmul-n", type=int, default=8192, help="square matmul size (8192)")
-    p.add_argument("--calls", type=int, default=20, help="timed calls per rate (20; matmuls use half)")
+    p.add_argument("--copy-mb", type=positive_int, default=1024, help="buffer size copied, MiB (1024)")
+    p.add_argument("--matmul-n", type=positive_int, default=8192, help="square matmul size (8192)")
+    p.add_argument("--calls", type=positive_int, default=20, help="timed calls per rate (20; matmuls use half)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
@@ -38,11 +40,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    for name in ("copy_mb", "matmul_n", "calls"):
-        if getattr(args, name) < 1:
-            print(f"measure_rates.py: error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
-
     import torch
     from tabulate import tabulate
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from kernelbench.problems import LEVELS, SOURCES
@@ -29,24 +30,27 @@ def level_type(value: str) -> int:
     return lv
 
 
-def positive_int(value: str) -> int:
+def _number(value: str, cast: Callable[[str], float], noun: str, bound: str, ok: Callable[[float], bool]):
+    """Parse ``value`` with ``cast``; argparse reports ``expected <noun>[<bound>], got ...`` otherwise."""
     try:
-        v = int(value)
+        v = cast(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {value!r}") from None
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"expected {noun}{bound}, got {v:g}")
     return v
+
+
+def positive_int(value: str) -> int:
+    return _number(value, int, "a positive integer", "", lambda v: v > 0)
 
 
 def non_negative_int(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer, 0 or more, got {v}")
-    return v
+    return _number(value, int, "an integer", ", 0 or more", lambda v: v >= 0)
+
+
+def non_negative_float(value: str) -> float:
+    return _number(value, float, "a number", " >= 0", lambda v: v >= 0)
 
 
 def print_json(data: Any) -> None:

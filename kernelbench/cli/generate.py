@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelbench.cli.common import add_source_args, level_type, non_negative_int, positive_int
+from kernelbench.cli.common import (
+    add_source_args,
+    level_type,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
 
 if TYPE_CHECKING:
     from kernelbench.generation.client import GenerationConfig, LLMClient
@@ -24,16 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_RUNS_DIR = "runs"
-
-
-def non_negative_float(value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {v:g}")
-    return v
 
 
 def add_model_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
