@@ -13,7 +13,9 @@
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
 #   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
-#   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process?
+#   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
+#                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
+#   recipe        scripts/probe_placement.py --recipes / --offsets: the evaluator's loop against the probe's
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
@@ -55,8 +57,8 @@ phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(all)
 for phase in "${phases[@]}"; do
   case $phase in
-    all) set -- tests bench baselines; for p in "$@"; do bash "$0" "$p" || status=1; done ;;
-    bench) for p in identity repeat builds; do bash "$0" "$p" || status=1; done ;;
+    all) set -- tests bench baselines; for p in "$@"; do KB_TAR='' bash "$0" "$p" || status=1; done ;;
+    bench) for p in identity repeat builds; do KB_TAR='' bash "$0" "$p" || status=1; done ;;
     tests) run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 tests ;;
     evaltests) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
     soltests) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
@@ -65,9 +67,13 @@ for phase in "${phases[@]}"; do
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
-    probe) run probe python3 scripts/probe_placement.py --out "$OUT/probe_placement.json"
+    probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \
-        --out "$OUT/probe_processes.json" ;;
+        --out "$OUT/probe_processes.json"
+      run probe-concurrent python3 scripts/probe_placement.py --processes 8 --concurrent --rounds 2 \
+        --alloc-conf expandable_segments:True --out "$OUT/probe_concurrent.json" ;;
+    recipe) run probe-recipes python3 scripts/probe_placement.py --recipes --rounds 6 --out "$OUT/probe_recipes.json"
+      run probe-offsets python3 scripts/probe_placement.py --offsets --out "$OUT/probe_offsets.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;
@@ -81,4 +87,7 @@ for phase in "${phases[@]}"; do
     *) echo "unknown phase $phase (see the comment at the top of $0)" >&2; status=2 ;;
   esac
 done
+if [ -n "${KB_TAR:-}" ]; then  # one archive of everything: the device returns a limited number of files
+  (cd "$OUT" && tar czf "$KB_TAR" --exclude="$KB_TAR" . && find . -type f ! -name "$KB_TAR" -delete)
+fi
 exit $status
