@@ -88,6 +88,6 @@ for phase in "${phases[@]}"; do
   esac
 done
 if [ -n "${KB_TAR:-}" ]; then  # one archive of everything: the device returns a limited number of files
-  (cd "$OUT" && tar czf "$KB_TAR" --exclude="$KB_TAR" . && find . -type f ! -name "$KB_TAR" -delete)
+  tar czf "/tmp/$KB_TAR" -C "$OUT" . && find "$OUT" -type f -delete && mv "/tmp/$KB_TAR" "$OUT/"
 fi
 exit $status

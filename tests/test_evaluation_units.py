@@ -342,3 +342,22 @@ def test_flatten_keeps_no_reference_cycle_to_the_outputs():
         assert probe() is None
     finally:
         gc.enable()
+
+
+def test_launch_cushion_default_override_and_bad_values():
+    assert timing.launch_cushion_us({}) == timing.LAUNCH_CUSHION_US > 0
+    assert timing.launch_cushion_us({timing.LAUNCH_CUSHION_ENV: " "}) == timing.LAUNCH_CUSHION_US
+    assert timing.launch_cushion_us({timing.LAUNCH_CUSHION_ENV: "0"}) == 0
+    assert timing.launch_cushion_us({timing.LAUNCH_CUSHION_ENV: "350"}) == 350
+    for bad in ("-5", "1.5", "lots"):
+        with pytest.raises(ValueError, match=timing.LAUNCH_CUSHION_ENV):
+            timing.launch_cushion_us({timing.LAUNCH_CUSHION_ENV: bad})
+
+
+def test_cushion_cycles_scale_from_the_calibration_spin():
+    # 200 000 cycles took 0.1 ms (2 GHz): 200 us needs 400 000 cycles, 50 us 100 000.
+    assert timing.cushion_cycles(200, 200_000, 0.1) == 400_000
+    assert timing.cushion_cycles(50, 200_000, 0.1) == 100_000
+    assert timing.cushion_cycles(0, 200_000, 0.1) == 0  # off
+    assert timing.cushion_cycles(200, 200_000, 0.0) == 0  # no usable calibration: no spin rather than a wild one
+    assert timing.cushion_cycles(1, 10, 1000.0) == 1  # never rounds a requested cushion down to nothing

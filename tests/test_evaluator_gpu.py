@@ -126,3 +126,49 @@ def test_strict_fp32_reference_is_ieee_so_an_exact_convolution_passes():
     assert exact.correctness.max_abs_error < 1e-4
     # KernelBench's mode keeps PyTorch's defaults: the reference itself is TF32 there.
     assert tf32.correct and tf32.correctness.max_abs_error > 1e-4
+
+
+LATE_HOST_PROBLEM = '''
+import time
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A tiny kernel launched only after 100 us of host work: a slow host, on purpose."""
+
+    def forward(self, x):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 100e-6:
+            pass
+        return x + 1
+
+
+def get_inputs():
+    return [torch.rand(4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_launch_cushion_keeps_host_latency_out_of_the_timed_region(monkeypatch):
+    """With the cushion the start event waits behind a device-side spin, so 100 us of host work before
+    the first launch is not timed; with the cushion off (``KB_LAUNCH_CUSHION_US=0``) the GPU reaches the
+    start event idle and the timed call includes the host's 100 us."""
+    from kernelbench.problems import Problem
+    from kernelbench.problems.contract import extra_requirements
+
+    problem = Problem(level=1, problem_id=900, name="900_Late_host", code=LATE_HOST_PROBLEM, source="test",
+                      requirements=extra_requirements(LATE_HOST_PROBLEM))
+    settings = EvalSettings(backend="torch", timing_budget_s=0.3, correctness_trials=1)
+    job = EvalJob(problem, identity(LATE_HOST_PROBLEM), settings, 0)
+    cushioned, = evaluate_batch([job], devices=["cuda:0"], progress=False)
+    monkeypatch.setenv("KB_LAUNCH_CUSHION_US", "0")
+    bare, = evaluate_batch([job], devices=["cuda:0"], progress=False)
+    for r in (cushioned, bare):
+        assert r.correct and r.runtime is not None and r.ref_runtime is not None, r.error
+    assert cushioned.runtime.median_ms < 0.05 and cushioned.ref_runtime.median_ms < 0.05
+    assert bare.runtime.median_ms > 0.09 and bare.ref_runtime.median_ms > 0.09

@@ -25,6 +25,38 @@ BLOCK_MAX_CALLS = 100
 #: call times 20% apart); short blocks, at least two full ABBA cycles and stopping only after a whole
 #: cycle give both sides the same mix of clock states.
 MIN_ROUNDS = 4
+#: Microseconds of device-side spin queued just before each timed call's start event. Without it the
+#: GPU could reach the start event idle and wait there for the host to launch the forward: on the H100
+#: a late host (a worker waking after the other side's block, a busy CPU) put 30-40 us of idle GPU
+#: into 0.36 ms calls, the "slow band" that made identical code time 5-9% apart. With the GPU busy at
+#: the start event the host has this long to enqueue the forward's first kernels; host time beyond it
+#: (a forward that launches many small kernels) still counts, on both sides alike.
+LAUNCH_CUSHION_US = 200
+#: Environment override of LAUNCH_CUSHION_US, for measuring its effect (``0`` turns it off).
+LAUNCH_CUSHION_ENV = "KB_LAUNCH_CUSHION_US"
+
+
+def launch_cushion_us(env: dict | None = None) -> int:
+    """The cushion in microseconds: the override when set to a whole number >= 0, else the default."""
+    import os
+
+    raw = (os.environ if env is None else env).get(LAUNCH_CUSHION_ENV)
+    if raw is None or raw.strip() == "":
+        return LAUNCH_CUSHION_US
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{LAUNCH_CUSHION_ENV} must be a whole number of microseconds, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{LAUNCH_CUSHION_ENV} must be >= 0, got {value}")
+    return value
+
+
+def cushion_cycles(cushion_us: int, calibration_cycles: int, calibration_ms: float) -> int:
+    """Spin-kernel cycles for ``cushion_us``, from one timed spin of ``calibration_cycles``."""
+    if cushion_us <= 0 or calibration_ms <= 0:
+        return 0
+    return max(1, round(calibration_cycles * (cushion_us / 1000.0) / calibration_ms))
 
 
 def warmup_settled(times_ms: list[float], elapsed_s: float) -> bool:
