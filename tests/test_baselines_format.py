@@ -181,7 +181,7 @@ def test_opening_refuses_other_gpus_protocols_precisions_and_kernelbench_files(t
     old = json.loads(ours.read_text())
     old["environment"]["timing_protocol"] = "kb-timing-0"
     ours.write_text(json.dumps(old))
-    with pytest.raises(BaselineError, match="timing protocol 'kb-timing-0', not 'kb-timing-2'"):
+    with pytest.raises(BaselineError, match=f"timing protocol 'kb-timing-0', not '{TIMING_PROTOCOL_VERSION}'"):
         BaselineFile.open(ours, "H100")
 
     kb = tmp_path / "kb.json"

@@ -69,8 +69,10 @@ def test_measure_problem_times_eager_and_compiled_references_on_the_gpu(problems
         assert check.flag is None and check.info.bound_by == "memory" and check.info.fraction_of_sol > 0.05
     # torch.compile of one ReLU is the same memory-bound kernel: within 2x of eager.
     assert 0.5 < entries["compile-default"].median / eager < 2
-    # A replayed CUDA graph of it too (its outputs are copied before the probe's second call reuses them).
-    assert 0.5 < entries["compile-cudagraphs"].median / eager < 2
+    # A replayed CUDA graph of it too (its outputs are copied before the probe's second call reuses them),
+    # but the replay also copies fresh inputs into its static buffers inside the timed call: for an
+    # element-wise op that doubles the bytes moved, so about 2x eager (2.19x on an H100).
+    assert 0.5 < entries["compile-cudagraphs"].median / eager < 2.6
 
 
 def test_writer_on_the_gpu_resumes_and_two_runs_agree(tmp_path, problems):
@@ -94,8 +96,14 @@ def test_writer_on_the_gpu_resumes_and_two_runs_agree(tmp_path, problems):
     assert canonical_gpu(env["gpu_name"]) == label and env["timing_protocol"] == TIMING_PROTOCOL_VERSION and env["torch"]
 
 
+def _env() -> dict[str, str]:
+    """This repository first on the path, and whatever the path already held (the GPU machine's
+    carried wheels) after it."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = _env()
     return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=600)
 
@@ -125,7 +133,7 @@ def test_kernelbench_baselines_writes_the_gpus_file_and_refuses_a_wrong_name(tmp
 
 def test_bench_script_reports_time_agreement_and_speed_of_light(tmp_path):
     out, report = tmp_path / "gpu.json", tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = _env()
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_baselines.py"), "--levels", "1",
                            "--problem-id", "8,10", "--modes", "eager", "--timing-budget", "0.2", "--out", str(out),
                            "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600,
