@@ -20,12 +20,14 @@
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
-#                 KB_BASELINE_DEADLINE); the file is copied to $OUT
+#                 KB_BASELINE_DEADLINE; KB_BASELINE_RESTART=1 starts over, e.g. after a timing-protocol
+#                 bump, on the first call only); the file is copied to $OUT
 #   bench         identity + repeat + builds
 #   all           tests + bench + baselines
 #
 # Wheels for what the GPU image lacks (pydantic and its deps) go in .whl/ (see docs/benchmarks.md).
-# KB_PHASE_TIMEOUT (seconds, default 600) bounds each phase.
+# KB_PHASE_TIMEOUT (seconds, default 600) bounds each phase. KB_TAR=NAME packs everything under $OUT
+# into one archive at the end (the device returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-logs}
@@ -81,7 +83,8 @@ for phase in "${phases[@]}"; do
     baselines)
       # shellcheck disable=SC2086
       run baselines python3 scripts/bench_baselines.py --out "baselines/$gpu.json" --json-out "$OUT/bench_baselines.json" \
-        --modes ${KB_BASELINE_MODES:-all} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240
+        --modes ${KB_BASELINE_MODES:-all} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
+        ${KB_BASELINE_RESTART:+--restart}
       cp "baselines/$gpu.json" "$OUT/" 2>/dev/null
       cp "baselines/$gpu.eager-repeat.json" "$OUT/" 2>/dev/null ;;
     *) echo "unknown phase $phase (see the comment at the top of $0)" >&2; status=2 ;;
