@@ -5,7 +5,9 @@
 #   bash scripts/gpu_check.sh PHASE [PHASE ...]
 #
 # Phases (each under its own time limit, so one slow phase cannot take the others' logs with it):
-#   tests         pytest -m gpu, the whole GPU suite
+#   tests         pytest -m gpu, the whole GPU suite (over 20 min on an H100: more than one device call)
+#   tests-a/b/c   with basetests, the same suite in parts for time-limited calls (durations not yet measured: evaluator and
+#                 adversarial; solutions, roofline; generation, leaderboard, Modal worker)
 #   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
 #   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
 #   solutions     every worked solution through the full evaluator, guards on (scripts/eval_solutions.py)
@@ -62,6 +64,13 @@ for phase in "${phases[@]}"; do
     all) set -- tests bench baselines; for p in "$@"; do KB_TAR='' bash "$0" "$p" || status=1; done ;;
     bench) for p in identity repeat builds; do KB_TAR='' bash "$0" "$p" || status=1; done ;;
     tests) run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 tests ;;
+    tests-a) run gpu-tests-a python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+      tests/test_adversarial_runtime.py tests/test_builtin_suite.py tests/test_evaluator_gpu.py ;;
+    tests-b) run gpu-tests-b python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+      tests/test_solutions_inprocess.py tests/test_roofline.py tests/test_hardware.py tests/test_rate_measurement.py ;;
+    tests-c) run gpu-tests-c python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+      tests/test_generation_cli.py tests/test_generation_prompts.py tests/test_leaderboard_evaluate.py \
+      tests/test_modal_worker.py ;;
     evaltests) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
     soltests) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
