@@ -7,6 +7,7 @@ are precise enough to stop.
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 
@@ -38,8 +39,6 @@ LAUNCH_CUSHION_ENV = "KB_LAUNCH_CUSHION_US"
 
 def launch_cushion_us(env: dict | None = None) -> int:
     """The cushion in microseconds: the override when set to a whole number >= 0, else the default."""
-    import os
-
     raw = (os.environ if env is None else env).get(LAUNCH_CUSHION_ENV)
     if raw is None or raw.strip() == "":
         return LAUNCH_CUSHION_US

@@ -192,25 +192,30 @@ class Worker:
         """Queue the launch cushion (``timing.LAUNCH_CUSHION_US`` of spin) so the start event finds the GPU busy."""
         if not self.is_cuda:
             return
-        torch = self.torch
         if self.cushion_cycles is None:
-            from kernelbench.evaluation.timing import cushion_cycles, launch_cushion_us
-
-            us = launch_cushion_us()
-            cycles, ms = 200_000, 0.0
-            if us > 0:
-                with torch.cuda.stream(self.stream):
-                    for _ in range(2):  # the first spin also pays for loading the kernel
-                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        a.record(self.stream)
-                        torch.cuda._sleep(cycles)
-                        b.record(self.stream)
-                        b.synchronize()
-                        ms = a.elapsed_time(b)
-            self.cushion_cycles = cushion_cycles(us, cycles, ms)
+            self.cushion_cycles = self._calibrate_cushion()
         if self.cushion_cycles:
+            with self.torch.cuda.stream(self.stream):
+                self.torch.cuda._sleep(self.cushion_cycles)
+
+    def _calibrate_cushion(self) -> int:
+        """Spin cycles for the cushion, from a timed spin. Done at the first timed call, not at init: a
+        spare initialises while another worker is being timed, and its spins would land in that timing."""
+        from kernelbench.evaluation.timing import cushion_cycles, launch_cushion_us
+
+        torch = self.torch
+        us = launch_cushion_us()
+        cycles, ms = 200_000, 0.0
+        if us > 0:
             with torch.cuda.stream(self.stream):
-                torch.cuda._sleep(self.cushion_cycles)
+                for _ in range(2):  # the first spin also pays for loading the kernel
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record(self.stream)
+                    torch.cuda._sleep(cycles)
+                    b.record(self.stream)
+                    b.synchronize()
+                    ms = a.elapsed_time(b)
+        return cushion_cycles(us, cycles, ms)
 
     def _poison(self, inputs: list) -> None:
         """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
