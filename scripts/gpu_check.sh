@@ -18,6 +18,8 @@
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
 #   recipe        scripts/probe_placement.py --recipes / --offsets: the evaluator's loop against the probe's
+#   host          scripts/probe_host.py on the LSTM and GRU (does their time follow the host CPU?) and their
+#                 identity, three times each
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
@@ -85,6 +87,10 @@ for phase in "${phases[@]}"; do
         --alloc-conf expandable_segments:True --out "$OUT/probe_concurrent.json" ;;
     recipe) run probe-recipes python3 scripts/probe_placement.py --recipes --rounds 6 --out "$OUT/probe_recipes.json"
       run probe-offsets python3 scripts/probe_placement.py --offsets --out "$OUT/probe_offsets.json" ;;
+    host) run probe-host-lstm python3 scripts/probe_host.py --level 3 --problem-id 5 --out "$OUT/probe_host_lstm.json"
+      run probe-host-gru python3 scripts/probe_host.py --level 3 --problem-id 6 --out "$OUT/probe_host_gru.json"
+      run identity-rnn python3 scripts/bench_evaluator.py --level 3 --problem-id 5 6 --repeat 3 \
+        --out "$OUT/bench_identity_rnn.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;
