@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.compare import fingerprints_match
+from kernelbench.evaluation.cpu_affinity import CoreReservation, pinned
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
 from kernelbench.evaluation.guards import runtime as rt
 from kernelbench.evaluation.sandbox import WorkerProcess, scrubbed_environment
@@ -251,6 +252,11 @@ class DeviceSession:
         self.reference: WorkerProcess | None = None
         self.reference_key: tuple | None = None
         self.reference_info: dict = {}
+        # While timing, the reference and candidate main threads share one reserved CPU (one per GPU),
+        # so a host-bound forward sees the same host speed on both sides; everything else keeps off it.
+        self.slot = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
+        self.cores = CoreReservation.acquire(max(1, len(visible_devices()))) if self.is_cuda else None
+        self._released = not self.is_cuda
 
     def _spawn(self, role: str, backend: str | None) -> _Spare:
         return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False))
@@ -327,6 +333,9 @@ class DeviceSession:
         self._spare_candidates.clear()
         self._spare_references.clear()
         self._pool.shutdown(wait=False)
+        if not self._released:
+            self._released = True
+            CoreReservation.release()
 
 
 #: Weights are not secret (both sides need them and they are fixed by the problem); the seed only has
@@ -566,7 +575,8 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         # Waiting for spare workers to finish creating their CUDA contexts, part of "timing".
         v.stage_times["spare_wait"] = time.monotonic() - t0
         try:
-            _time(job, v, ref, cand, secret)
+            with pinned(session.cores, session.slot, ref.proc.pid, cand.proc.pid):
+                _time(job, v, ref, cand, secret)
         except WorkerFailed as e:
             r = e.reply
             v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
@@ -745,24 +755,25 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
         setup, _ = _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
-        limit = s.stage_timeout_s + s.timing_budget_s * 2
-        wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
-        warm, _ = _ref_call(worker, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wseeds, "warmup": True}, limit,
-                            f"{mode} warm-up")
-        n = block_size(warm["wall_s"] / max(1, warm["calls"]))
-        rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
-        samples: list[float] = []
-        spent = 0.0
-        rounds = 0
-        while True:
-            seeds = [seedlib.derive_seed(secret, "time", rounds, i) for i in range(n)]
-            reply, _ = _ref_call(worker, {"cmd": "time", "seeds": seeds, "fwd_seeds": seeds}, limit, f"{mode} timing")
-            samples.extend(float(x) for x in reply["times_ms"])
-            spent += float(reply["wall_s"])
-            rounds += 1
-            stop, why = should_stop(rule, samples, samples, spent, spent)
-            if stop:
-                break
+        with pinned(session.cores, session.slot, worker.proc.pid, None):
+            limit = s.stage_timeout_s + s.timing_budget_s * 2
+            wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
+            warm, _ = _ref_call(worker, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wseeds, "warmup": True}, limit,
+                                f"{mode} warm-up")
+            n = block_size(warm["wall_s"] / max(1, warm["calls"]))
+            rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
+            samples: list[float] = []
+            spent = 0.0
+            rounds = 0
+            while True:
+                seeds = [seedlib.derive_seed(secret, "time", rounds, i) for i in range(n)]
+                reply, _ = _ref_call(worker, {"cmd": "time", "seeds": seeds, "fwd_seeds": seeds}, limit, f"{mode} timing")
+                samples.extend(float(x) for x in reply["times_ms"])
+                spent += float(reply["wall_s"])
+                rounds += 1
+                stop, why = should_stop(rule, samples, samples, spent, spent)
+                if stop:
+                    break
         return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=samples, warmup_calls=int(warm["calls"])),
                                environment=_environment_from(worker.info, session.device),
                                note=f"{len(samples)} timed calls in {rounds} rounds; stopped: {why}", setup_s=setup_s,
