@@ -917,7 +917,14 @@ class BaselineAgreement:
 
 
 def compare_baselines(first: Baseline, second: Baseline) -> BaselineAgreement:
-    """Per-problem ratios of the headline times of two baselines (same mode), matched by level and file."""
+    """Per-problem ratios of the headline times of two baselines (same mode), matched by level and file.
+
+    Two files timed under different protocols are refused: their ratio would measure the protocol change,
+    not how well two runs agree."""
+    pa, pb = (b.environment.timing_protocol if b.environment else None for b in (first, second))
+    if pa and pb and pa != pb:
+        raise BaselineError(f"the two baselines were timed with different protocols ({pa!r} and {pb!r}); "
+                            "measure both again to compare them")
     ratios = []
     only = []
     for level in sorted(set(first.levels) | set(second.levels)):

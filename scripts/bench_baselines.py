@@ -131,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         file = BaselineFile.open(out, label, precision=args.precision, restart=args.restart)
+        # Opened now, so a stale second-run file stops the run before any measuring, and --restart
+        # covers both files even when the deadline leaves no time for the second run.
+        rfile = None if args.no_repeat else BaselineFile.open(repeat_out, label, precision=args.precision,
+                                                              restart=args.restart)
         warm = warm_compile_caches(file, problems, modes, settings, device, args.compile_jobs,
                                    deadline_s=None if args.deadline is None else args.deadline / 2)
         if warm.outcomes:
@@ -140,9 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
             second = None
-            if not args.no_repeat:
+            if rfile is not None:
                 left = None if args.deadline is None else max(0.0, args.deadline - first_wall)
-                rfile = BaselineFile.open(repeat_out, label, precision=args.precision, restart=args.restart)
                 second = measure_into(rfile, problems, ["eager"], settings, measure, deadline_s=left)
     except BaselineError as e:
         print(f"bench_baselines.py: error: {e}", file=sys.stderr)

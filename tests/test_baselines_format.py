@@ -253,6 +253,16 @@ def test_agreement_of_two_files_is_exact():
     assert empty.n == 0 and empty.median_ratio is None and empty.worst is None
 
 
+def test_agreement_refuses_two_files_timed_with_different_protocols():
+    def baseline(protocol: str) -> Baseline:
+        return parse_baseline({"level1": {"1_A.py": {"mean": 1.0, "median": 1.0}},
+                               "environment": {"gpu_name": "H100", "timing_protocol": protocol}})
+
+    assert compare_baselines(baseline("kb-timing-3"), baseline("kb-timing-3")).n == 1
+    with pytest.raises(BaselineError, match="different protocols .'kb-timing-2' and 'kb-timing-3'"):
+        compare_baselines(baseline("kb-timing-2"), baseline("kb-timing-3"))
+
+
 def test_scoring_refuses_a_baseline_timed_with_another_protocol_unless_forced():
     from kernelbench.baselines import BaselineEnvironment
     from kernelbench.scoring import check_same_gpu
