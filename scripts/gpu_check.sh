@@ -6,8 +6,10 @@
 #
 # Phases (each under its own time limit, so one slow phase cannot take the others' logs with it):
 #   tests         pytest -m gpu, the whole GPU suite (over 20 min on an H100: more than one device call)
-#   tests-a/b/c   with basetests, the same suite in parts for time-limited calls (durations not yet measured: evaluator and
-#                 adversarial; solutions, roofline; generation, leaderboard, Modal worker)
+#   tests-a..d    with basetests, the same suite in parts that each fit a 10-minute call (H100, session 6):
+#                 a adversarial corpus and built-in suite; b = evaltests; c = soltests (about 7 min);
+#                 d roofline, hardware, rates, generation, leaderboard, Modal worker (about 4 min);
+#                 basetests about 3.5 min. a and b together took 11 min.
 #   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
 #   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
 #   solutions     every worked solution through the full evaluator, guards on (scripts/eval_solutions.py)
@@ -67,14 +69,12 @@ for phase in "${phases[@]}"; do
     bench) for p in identity repeat builds; do KB_TAR='' bash "$0" "$p" || status=1; done ;;
     tests) run gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 tests ;;
     tests-a) run gpu-tests-a python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
-      tests/test_adversarial_runtime.py tests/test_builtin_suite.py tests/test_evaluator_gpu.py ;;
-    tests-b) run gpu-tests-b python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
-      tests/test_solutions_inprocess.py tests/test_roofline.py tests/test_hardware.py tests/test_rate_measurement.py ;;
-    tests-c) run gpu-tests-c python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
-      tests/test_generation_cli.py tests/test_generation_prompts.py tests/test_leaderboard_evaluate.py \
-      tests/test_modal_worker.py ;;
-    evaltests) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
-    soltests) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
+      tests/test_adversarial_runtime.py tests/test_builtin_suite.py ;;
+    tests-d) run gpu-tests-d python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+      tests/test_roofline.py tests/test_hardware.py tests/test_rate_measurement.py tests/test_leaderboard_evaluate.py \
+      tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py ;;
+    evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py ;;
+    soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     adversarial) run adversarial python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=60 tests/test_adversarial_runtime.py ;;
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;

@@ -57,3 +57,20 @@ def test_own_share_comes_from_the_evaluators_launch_report():
     assert own_share(_result_with(alone)) == pytest.approx(1.0)
     none = LaunchReport([], ["vectorized_elementwise_kernel"], 0.0, 10.0, [7], 7, [])
     assert own_share(_result_with(none)) is None
+
+
+def test_gpu_check_parts_cover_every_gpu_test_file():
+    """The time-limited parts (tests-a..d, basetests) together must run the whole GPU suite."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    script = (root / "scripts" / "gpu_check.sh").read_text()
+    parts = ("tests-a", "tests-b", "tests-c", "tests-d", "basetests")
+    covered: set[str] = set()
+    for case in re.finditer(r"^    ([\w|-]+)\) (.*?);;", script, re.S | re.M):
+        if any(p in case.group(1).split("|") for p in parts):
+            covered.update(re.findall(r"tests/(test_\w+\.py)", case.group(2)))
+    gpu_files = {p.name for p in (root / "tests").glob("test_*.py")
+                 if re.search(r"pytest\.mark\.gpu|mark\.gpu", p.read_text())}
+    assert gpu_files, "no GPU test files found"
+    assert gpu_files <= covered, f"GPU test files in no gpu_check part: {sorted(gpu_files - covered)}"
