@@ -76,7 +76,11 @@ def threads_of(pid: int | str) -> list[int]:
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid``, from /proc (children, their children, ...)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:  # no /proc: nothing to move
+        return []
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         try:
