@@ -82,6 +82,8 @@ class Timer:
     def __init__(self, problem) -> None:
         import torch
 
+        from kernelbench.evaluation.timing import LAUNCH_CUSHION_US, cushion_cycles
+
         self.torch = torch
         ns: dict = {}
         exec(compile(problem.code, problem.name, "exec"), ns)
@@ -97,7 +99,7 @@ class Timer:
         torch.cuda._sleep(1_000_000)
         e1.record()
         e1.synchronize()
-        self.cycles = max(1, round(1_000_000 * 0.2 / e0.elapsed_time(e1)))
+        self.cycles = cushion_cycles(LAUNCH_CUSHION_US, 1_000_000, e0.elapsed_time(e1))
 
     def call(self, seed: int) -> dict:
         torch = self.torch
