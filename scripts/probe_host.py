@@ -6,7 +6,7 @@ Identical cuDNN LSTM and GRU references timed 4.0 ms in one worker and 5.5 ms in
 stretches of hundreds of milliseconds on an H100, so their identity speedups missed [0.97, 1.03]. The
 bands belonged to a process and a stretch of time, not to the machine (pairing each round's two blocks
 did not cancel them). This probe times the problem's reference with the evaluator's recipe (fresh
-inputs made on the GPU, L2 flushed, a 200 us spin before the start event, CUDA events) and records,
+inputs made on the GPU, L2 flushed, the launch cushion before the start event, CUDA events) and records,
 per call, the GPU time, the host time to enqueue the forward, and the CPU the thread ran on:
 
 * ``trace``: calls with the thread free to move; do the bands follow the CPU?
