@@ -348,9 +348,11 @@ def measure_problem(problem: Problem, modes: Sequence[str], settings: EvalSettin
     return entries
 
 
-#: Reference workers started ahead: starting one (Python, torch, CUDA) took 6.5 s of each 7 s eager
-#: measurement on an H100 when none was kept waiting.
-REFERENCE_SPARES = 2
+#: Reference workers started ahead. Starting one (Python, torch, CUDA) takes 8-11 s on the lent H100,
+#: and an eager measurement about 1 s: with two kept waiting, 245 of the 285 s that eager took for 50
+#: problems (session 6) was waiting for the next worker. Each one waiting holds a CUDA context
+#: (about 0.5 GB of GPU memory); ``spares`` lowers it on a small GPU.
+REFERENCE_SPARES = 6
 
 MeasureFn = Callable[[Problem, Sequence[str], "EvalSettings"], dict[str, BaselineEntry]]
 
@@ -358,13 +360,16 @@ MeasureFn = Callable[[Problem, Sequence[str], "EvalSettings"], dict[str, Baselin
 class LocalMeasurer:
     """:func:`measure_problem` on one local device, keeping one session (and a worker started ahead)."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, spares: int = REFERENCE_SPARES):
         from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
         from kernelbench.evaluation.parent import DeviceSession
 
+        if spares < 0:
+            raise BaselineError(f"workers started ahead must be 0 or more, got {spares}")
         self.device = device
+        self.spares = spares
         self.session = DeviceSession(device, gpu_compute_capability_from_smi() if device.startswith("cuda") else None,
-                                     spares=REFERENCE_SPARES)
+                                     spares=spares)
         self._left: int | None = None
 
     def expect(self, calls: int) -> None:

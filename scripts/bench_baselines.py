@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds allowed to build one reference, torch.compile included (180)")
     p.add_argument("--compile-jobs", type=int, default=None,
                    help="parallel compile warm-up workers before timing (default: half the cores, at most 8; 0: off)")
+    p.add_argument("--spares", type=int, default=None,
+                   help="reference workers kept started ahead (default 6; each holds a CUDA context)")
     p.add_argument("--deadline", type=float, default=None, help="stop starting measurements after this many seconds")
     p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json)")
     p.add_argument("--repeat-out", default=None, help="second eager run (default <out stem>.eager-repeat.json)")
@@ -57,7 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cuda:N (default: the first GPU); cpu for a smoke test")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each measurement does")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.spares is not None and args.spares < 0:
+        p.error(f"--spares must be 0 or more, got {args.spares}")
+    return args
 
 
 def _label_and_device(args: argparse.Namespace) -> tuple[str, str]:
@@ -100,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     from kernelbench.baselines import (
+        REFERENCE_SPARES,
         BaselineFile,
         LocalMeasurer,
         baseline_path_for_gpu,
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device) as measure:
+        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares) as measure:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
             second = None
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "gpu": gpu_name, "label": label, "device": device, "problems": len(problems), "modes": modes,
         "timing_budget_s": args.timing_budget, "compile_timeout_s": args.compile_timeout,
+        "spares": REFERENCE_SPARES if args.spares is None else args.spares,
         "baseline_file": str(out), "complete": first.complete, "stopped": first.stopped,
         "wall_s_this_invocation": total_wall, "wall_s_first_run": first_wall,
         "compile_warmup": {"jobs": warm.jobs, "references": len(warm.outcomes), "compiled": warm.compiled,

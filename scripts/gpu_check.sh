@@ -26,7 +26,7 @@
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
-#                 KB_BASELINE_DEADLINE; KB_BASELINE_RESTART=1 starts over, e.g. after a timing-protocol
+#                 KB_BASELINE_DEADLINE, KB_BASELINE_SPARES; KB_BASELINE_RESTART=1 starts over, e.g. after a timing-protocol
 #                 bump, on the first call only); the file is copied to $OUT
 #   bench         identity + repeat + builds
 #   all           tests + bench + baselines
@@ -99,7 +99,8 @@ for phase in "${phases[@]}"; do
       # shellcheck disable=SC2086
       run baselines python3 scripts/bench_baselines.py --out "baselines/$gpu.json" --json-out "$OUT/bench_baselines.json" \
         --modes ${KB_BASELINE_MODES:-all} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
-        ${KB_BASELINE_RESTART:+--restart}
+        ${KB_BASELINE_RESTART:+--restart} ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"}
+      du -sh /tmp/torchinductor_* 2>/dev/null | tee -a "$OUT/baselines.log"  # what a compile warm-up leaves
       cp "baselines/$gpu.json" "$OUT/" 2>/dev/null
       cp "baselines/$gpu.eager-repeat.json" "$OUT/" 2>/dev/null ;;
     *) echo "unknown phase $phase (see the comment at the top of $0)" >&2; status=2 ;;

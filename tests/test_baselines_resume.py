@@ -18,6 +18,7 @@ from kernelbench.baselines import (
     BaselineEntry,
     BaselineFile,
     BaselineMeasureError,
+    LocalMeasurer,
     baseline_settings,
     load_baseline,
     measure_into,
@@ -276,6 +277,26 @@ def test_measure_problem_times_the_reference_for_real_and_reports_a_broken_one(t
         measure_problem(problems.get(1, 2), ["eager"], settings)
     assert info.value.entries == {}
     assert "ValueError" in info.value.failures["eager"] and "inputs cannot be made" in info.value.failures["eager"]
+
+
+@pytest.mark.slow
+def test_the_local_measurer_keeps_the_asked_number_of_workers_started_ahead(tmp_path):
+    # Starting a worker takes longer than an eager measurement; the ones kept waiting are the speed-up.
+    problems = problem_dir(tmp_path, {"1_ReLU.py": RELU})
+    settings = baseline_settings(timing_budget_s=0.05, min_trials=3, device="cpu")
+    with LocalMeasurer("cpu", spares=3) as measure:
+        entries = measure(problems.get(1, 1), ["eager"], settings)
+        waiting = list(measure.session._spare_references)
+        assert len(waiting) == 3
+        workers = [sp.future.result(timeout=120) for sp in waiting]
+        assert all(w.alive() for w in workers)
+    assert entries["eager"].num_trials >= 3
+    assert not any(w.alive() for w in workers)  # closed with the measurer
+
+
+def test_a_negative_number_of_workers_started_ahead_is_refused():
+    with pytest.raises(BaselineError, match="must be 0 or more, got -1"):
+        LocalMeasurer("cpu", spares=-1)
 
 
 def test_a_problem_needing_a_missing_package_fails_without_starting_a_worker(tmp_path):

@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--compile-jobs", type=non_negative_int, default=None, metavar="N",
                    help="compile references for the torch.compile modes in N parallel workers before timing them "
                         "one at a time (default: half the CPU cores, at most 8; 0: compile inside each timed run)")
+    g.add_argument("--spares", type=non_negative_int, default=None, metavar="N",
+                   help="reference workers kept started ahead, so no measurement waits for Python and torch to "
+                        "start (default 6; each holds a CUDA context of about 0.5 GB: lower it on a small GPU)")
     g.add_argument("--timeout", type=_positive_float, default=None,
                    help="seconds allowed per other stage (default 120)")
     g.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
@@ -140,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from kernelbench.baselines import (
+        REFERENCE_SPARES,
         BaselineFile,
         LocalMeasurer,
         baseline_path_for_gpu,
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device) as measure:
+        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares) as measure:
             report = measure_into(file, problems, modes, settings, measure, retry_failed=not args.skip_failed,
                                   deadline_s=deadline)
 
