@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_file": str(out), "complete": first.complete, "stopped": first.stopped,
         "wall_s_this_invocation": total_wall, "wall_s_first_run": first_wall,
         "compile_warmup": {"jobs": warm.jobs, "references": len(warm.outcomes), "compiled": warm.compiled,
+                           "already_warm": warm.reused,
                            "wall_s": warm.wall_s, "compile_seconds": warm.compile_seconds,
                            "timed_choices_dropped": warm.decisions_removed,
                            "failed": [{"problem": o.problem_key, "mode": o.mode, "error": o.error}

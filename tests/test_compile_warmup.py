@@ -14,8 +14,12 @@ import pytest
 from kernelbench.baselines import baseline_settings, measure_problem
 from kernelbench.cli.main import main
 from kernelbench.evaluation.compile_warmup import (
+    WARMED_DIR,
     forget_timed_choices,
     inductor_cache_dir,
+    is_warm,
+    mark_warm,
+    warm_key,
     warm_up,
     warmup_environment,
 )
@@ -98,6 +102,40 @@ def test_eager_and_cudagraphs_need_no_warmup(tmp_path, monkeypatch):
     assert report.outcomes == []
 
 
+def test_the_warm_key_changes_with_what_changes_the_compiled_code():
+    s = baseline_settings(0.1, device="cpu")
+    a = warm_key(problem(1, SMALL), "compile-default", s, "9.0")
+    assert a == warm_key(problem(1, SMALL), "compile-default", s, "9.0")
+    assert a == warm_key(problem(7, SMALL), "compile-default", s, "9.0")  # same code elsewhere: same graph
+    others = {
+        warm_key(problem(1, SMALL + "\n# edited\n"), "compile-default", s, "9.0"),
+        warm_key(problem(1, SMALL), "compile-max-autotune", s, "9.0"),
+        warm_key(problem(1, SMALL), "compile-default", baseline_settings(0.1, precision="bf16", device="cpu"), "9.0"),
+        warm_key(problem(1, SMALL), "compile-default", s, "10.0"),
+    }
+    assert a not in others and len(others) == 4
+
+
+def test_a_reference_warmed_before_in_this_cache_is_not_compiled_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    s = baseline_settings(0.1, device="cpu")
+    # Broken code: compiling it would fail, so a reused outcome proves no worker ran.
+    warmed, fresh = problem(1, BROKEN), problem(2, BROKEN + "# other\n")
+    key = warm_key(warmed, "compile-default", s, None)
+    mark_warm(tmp_path, key, warmed.key, "compile-default", 12.5)
+    assert is_warm(tmp_path, key) and not list((tmp_path / WARMED_DIR).glob(".*"))  # no temporary file left
+
+    report = warm_up([(warmed, "compile-default"), (fresh, "compile-default")], s, "cpu", 2, progress=False)
+    by_key = {o.problem_key: o for o in report.outcomes}
+    assert by_key[warmed.key].ok and by_key[warmed.key].reused and by_key[warmed.key].seconds == 0.0
+    assert not by_key[fresh.key].ok and not by_key[fresh.key].reused  # tried, failed, and not marked
+    assert not is_warm(tmp_path, warm_key(fresh, "compile-default", s, None))
+    assert report.reused == 1 and "1 already warm from an earlier run" in report.summary()
+    # the same reference in the other compile mode is not warm
+    again = warm_up([(warmed, "compile-max-autotune")], s, "cpu", 1, deadline_s=0.0, progress=False)
+    assert [o.reused for o in again.outcomes] == [False]
+
+
 def test_compile_jobs_must_not_be_negative(capsys):
     with pytest.raises(SystemExit) as e:
         main(["baselines", "--compile-jobs", "-1", "--device", "cpu"])
@@ -128,6 +166,10 @@ def test_timed_run_reads_what_the_warmup_compiled(tmp_path, monkeypatch):
     assert entries["compile-default"].median > 0
     # The timed worker found the compiled graph instead of compiling (and writing) it again.
     assert _fx_entries(cache) == written
+
+    # A resumed run finds the good reference warm and tries the broken one again.
+    again = warm_up([(good, "compile-default"), (bad, "compile-default")], s, "cpu", 2, progress=False)
+    assert {o.problem_key: o.reused for o in again.outcomes} == {good.key: True, bad.key: False}
 
 
 def test_every_compile_mode_that_replays_cuda_graphs_has_its_outputs_copied():
