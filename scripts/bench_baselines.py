@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares) as measure:
+        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares,
+                           preload_compiler=any(m != "eager" for m in modes)) as measure:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
             second = None

@@ -294,6 +294,21 @@ def test_the_local_measurer_keeps_the_asked_number_of_workers_started_ahead(tmp_
     assert not any(w.alive() for w in workers)  # closed with the measurer
 
 
+@pytest.mark.slow
+def test_workers_for_compile_modes_import_the_compiler_while_they_wait(tmp_path):
+    problems = problem_dir(tmp_path, {"1_ReLU.py": RELU})
+    settings = baseline_settings(timing_budget_s=0.05, min_trials=3, device="cpu")
+    for preload, expected in ((True, ["torch._dynamo", "torch._inductor.compile_fx"]), (False, [])):
+        with LocalMeasurer("cpu", spares=1, preload_compiler=preload) as measure:
+            measure(problems.get(1, 1), ["eager"], settings)
+            waiting = measure.session.take_reference(replace=False)
+            assert waiting.preloaded == expected
+            waiting.close()
+            if preload:  # a worker that imported the compiler ahead still compiles and times the reference
+                entry = measure(problems.get(1, 1), ["compile-default"], settings)["compile-default"]
+                assert entry.num_trials >= 3 and entry.compile_s is not None and entry.compile_s > 0
+
+
 def test_a_negative_number_of_workers_started_ahead_is_refused():
     with pytest.raises(BaselineError, match="must be 0 or more, got -1"):
         LocalMeasurer("cpu", spares=-1)

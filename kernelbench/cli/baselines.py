@@ -180,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares) as measure:
+        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares,
+                           preload_compiler=any(m != "eager" for m in modes)) as measure:
             report = measure_into(file, problems, modes, settings, measure, retry_failed=not args.skip_failed,
                                   deadline_s=deadline)
 

@@ -178,6 +178,7 @@ def _finish_init(w: WorkerProcess, sent_at: float) -> None:
         raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.get('type')}: "
                            f"{reply.get('message')}")
     w.info = reply.get("env") or {}
+    w.preloaded = list(reply.get("preloaded") or [])
 
 
 class _Spare:
@@ -239,8 +240,10 @@ def _ref_key(job: EvalJob) -> tuple:
 class DeviceSession:
     """One device: its reference worker and the spare workers started ahead of need."""
 
-    def __init__(self, device: str, arch: str | None = None, spares: int | None = None):
+    def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
+                 reference_env: Mapping[str, str] | None = None):
         self.device = device
+        self.reference_env = dict(reference_env or {})  # extra environment for every reference worker
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
         # A spare takes about 6 s to start (Python, torch, the profiler's imports) and a job about 4 s
@@ -259,7 +262,8 @@ class DeviceSession:
         self._released = not self.is_cuda
 
     def _spawn(self, role: str, backend: str | None) -> _Spare:
-        return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False))
+        env = self.reference_env if role == "reference" else None
+        return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env))
 
     def _backend_env_key(self, backend: str) -> str | None:
         # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.

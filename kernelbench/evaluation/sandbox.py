@@ -111,6 +111,7 @@ class WorkerProcess:
         self._err.start()
         self.started = time.monotonic()
         self.info: dict = {}
+        self.preloaded: list[str] = []  # modules a reference worker imported at start (baselines)
 
     @property
     def pid(self) -> int:
