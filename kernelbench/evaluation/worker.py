@@ -105,7 +105,10 @@ class Worker:
             import importlib
 
             for name in COMPILER_MODULES:
-                importlib.import_module(name)
+                try:
+                    importlib.import_module(name)
+                except Exception:  # torch.compile will raise it again where the measurement records it
+                    break
                 self.preloaded.append(name)
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
