@@ -96,6 +96,31 @@ def test_writer_on_the_gpu_resumes_and_two_runs_agree(tmp_path, problems):
     assert canonical_gpu(env["gpu_name"]) == label and env["timing_protocol"] == TIMING_PROTOCOL_VERSION and env["torch"]
 
 
+def test_a_worker_importing_the_compiler_ahead_creates_no_cuda_context_until_told_to():
+    # Spares start while another measurement is timed: importing Dynamo and Inductor must not touch the GPU.
+    import time
+
+    import torch
+
+    from kernelbench.evaluation.parent import _finish_init, _send_init, start_worker
+    from kernelbench.evaluation.worker import COMPILER_MODULES, PRELOAD_COMPILER_ENV
+
+    torch.cuda.init()
+    free_before, _ = torch.cuda.mem_get_info(0)
+    w = start_worker("reference", "cuda:0", "torch", None, init=False, env_extra={PRELOAD_COMPILER_ENV: "1"})
+    try:
+        time.sleep(1.0)
+        free_started, _ = torch.cuda.mem_get_info(0)
+        _finish_init(w, _send_init(w))
+        free_init, _ = torch.cuda.mem_get_info(0)
+        assert w.preloaded == list(COMPILER_MODULES)
+    finally:
+        w.close()
+    mib = 1 << 20
+    assert abs(free_before - free_started) < 64 * mib, (free_before - free_started) / mib
+    assert free_started - free_init > 100 * mib, (free_started - free_init) / mib  # a context is visible this way
+
+
 def _env() -> dict[str, str]:
     """This repository first on the path, and whatever the path already held (the GPU machine's
     carried wheels) after it."""
