@@ -360,16 +360,17 @@ MeasureFn = Callable[[Problem, Sequence[str], "EvalSettings"], dict[str, Baselin
 class LocalMeasurer:
     """:func:`measure_problem` on one local device, keeping one session (and a worker started ahead)."""
 
-    def __init__(self, device: str, spares: int = REFERENCE_SPARES, preload_compiler: bool = False):
-        """``preload_compiler``: workers import torch.compile's machinery while they wait (for compile modes)."""
+    def __init__(self, device: str, spares: int | None = None, preload_compiler: bool = False):
+        """``spares``: workers started ahead (``None``: :data:`REFERENCE_SPARES`); ``preload_compiler``:
+        they import torch.compile's machinery while they wait (for compile modes)."""
         from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
         from kernelbench.evaluation.parent import DeviceSession
         from kernelbench.evaluation.worker import PRELOAD_COMPILER_ENV
 
+        spares = REFERENCE_SPARES if spares is None else spares
         if spares < 0:
             raise BaselineError(f"workers started ahead must be 0 or more, got {spares}")
         self.device = device
-        self.spares = spares
         self.session = DeviceSession(device, gpu_compute_capability_from_smi() if device.startswith("cuda") else None,
                                      spares=spares,
                                      reference_env={PRELOAD_COMPILER_ENV: "1"} if preload_compiler else None)

@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = list(MODES) if "all" in args.modes else list(dict.fromkeys(args.modes))
     label, device = _label_and_device(args)
+    spares = REFERENCE_SPARES if args.spares is None else args.spares
     problems = load_problems(args.source, args.path, levels=args.levels)
     if args.levels:
         problems = problems.select(levels=args.levels)
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares,
+        with LocalMeasurer(device, spares,
                            preload_compiler=any(m != "eager" for m in modes)) as measure:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "gpu": gpu_name, "label": label, "device": device, "problems": len(problems), "modes": modes,
         "timing_budget_s": args.timing_budget, "compile_timeout_s": args.compile_timeout,
-        "spares": REFERENCE_SPARES if args.spares is None else args.spares,
+        "spares": spares,
         "baseline_file": str(out), "complete": first.complete, "stopped": first.stopped,
         "wall_s_this_invocation": total_wall, "wall_s_first_run": first_wall,
         "compile_warmup": {"jobs": warm.jobs, "references": len(warm.outcomes), "compiled": warm.compiled,

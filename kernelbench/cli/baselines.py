@@ -143,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from kernelbench.baselines import (
-        REFERENCE_SPARES,
         BaselineFile,
         LocalMeasurer,
         baseline_path_for_gpu,
@@ -180,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device, REFERENCE_SPARES if args.spares is None else args.spares,
+        with LocalMeasurer(device, args.spares,
                            preload_compiler=any(m != "eager" for m in modes)) as measure:
             report = measure_into(file, problems, modes, settings, measure, retry_failed=not args.skip_failed,
                                   deadline_s=deadline)

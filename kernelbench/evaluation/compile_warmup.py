@@ -21,6 +21,7 @@ made no timed run faster. Deleting the cache folder deletes the markers with it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -119,16 +120,20 @@ def warmup_environment(mode: str, jobs: int, cache_dir: Path) -> dict[str, str]:
 WARMED_DIR = "kernelbench-warmed"
 
 
-def warm_key(problem, mode: str, settings: EvalSettings, arch: str | None) -> str:
-    """What makes a warmed reference the same one: its code, the mode, the math settings, torch and the GPU."""
+@functools.cache
+def _torch_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        torch_version = version("torch")
+        return version("torch")
     except PackageNotFoundError:
-        torch_version = "?"
+        return "?"
+
+
+def warm_key(problem, mode: str, settings: EvalSettings, arch: str | None) -> str:
+    """What makes a warmed reference the same one: its code, the mode, the math settings, torch and the GPU."""
     material = {"code": hashlib.sha256(problem.code.encode("utf-8")).hexdigest(), "mode": mode,
-                "precision": settings.precision, "ieee_fp32": settings.ieee_fp32, "torch": torch_version,
+                "precision": settings.precision, "ieee_fp32": settings.ieee_fp32, "torch": _torch_version(),
                 "arch": arch}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -191,9 +196,9 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
         return report
     arch = gpu_compute_capability_from_smi() if device.startswith("cuda") else None
     keys = {(p.key, m): warm_key(p, m, settings, arch) for p, m in todo}
-    report.outcomes = [WarmupOutcome(p.key, m, True, 0.0, reused=True) for p, m in todo
-                       if is_warm(cache_dir, keys[(p.key, m)])]
-    todo = [(p, m) for p, m in todo if not is_warm(cache_dir, keys[(p.key, m)])]
+    warm = {pm for pm in keys if is_warm(cache_dir, keys[pm])}
+    report.outcomes = [WarmupOutcome(k, m, True, 0.0, reused=True) for k, m in keys if (k, m) in warm]
+    todo = [(p, m) for p, m in todo if (p.key, m) not in warm]
     if not todo:
         log.info("%s", report.summary())
         return report
