@@ -556,6 +556,62 @@ def test_cli_table_with_baseline(problem_dir, tmp_path):
     assert "warning" not in r.stderr
 
 
+def _our_baseline(folder: Path, label: str, gpu_name: str, times: dict[str, float], precision: str = "fp32") -> Path:
+    """A baseline as kernelbench writes it: timing protocol and precision in its environment."""
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{label}.json"
+    path.write_text(json.dumps({
+        "level1": {name: {"mean": ms, "median": ms, "hardware": gpu_name} for name, ms in times.items()},
+        "environment": {"gpu_name": gpu_name, "timing_protocol": "kb-timing-3", "precision": precision}}))
+    return path
+
+
+def test_cli_uses_the_committed_baseline_for_the_builtin_suite_in_its_math(tmp_path):
+    """The built-in suite gets <baselines-dir>/<GPU>.json without --baseline, bounded in IEEE fp32 (how
+    kernelbench timed it): a 3x3 convolution's bound then uses the FP32 rate, not TF32 tensor cores."""
+    path = _our_baseline(tmp_path / "b", "H100", "NVIDIA H100 80GB HBM3",
+                         {"1_Square_matmul.py": 3.0, "5_Conv2d_3x3.py": 2.0})
+    args = ["--level", "1", "--problem-id", "1,5", "--gpu", "H100", "--datasheet-only", "--json",
+            "--baselines-dir", str(tmp_path / "b")]
+    r = _cli(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["baseline"] == str(path) and data["baseline_mode"] == "eager" and data["fp32_math"] == "ieee"
+    rows = {row["problem_id"]: row for row in data["problems"]}
+    assert rows[1]["baseline_ms"] == 3.0 and rows[5]["baseline_ms"] == 2.0
+    assert rows[1]["flops"] == 2 * 4096**3
+    assert rows[1]["fraction_of_sol"] == pytest.approx(2 * 4096**3 / H100_FP32 * 1e3 / 3.0, rel=1e-6)
+    conv_flops = rows[5]["conv_flops"]
+    assert conv_flops > 0 and rows[5]["compute_ms"] == pytest.approx(conv_flops / H100_FP32 * 1e3)
+    assert data["summary"]["with_baseline"] == 2
+
+    off = json.loads(_cli([*args, "--no-baseline"], tmp_path).stdout)
+    assert off["baseline"] is None and off["fp32_math"] == "default"
+    assert {row["problem_id"]: row for row in off["problems"]}[5]["compute_ms"] == \
+        pytest.approx(conv_flops / H100_TF32 * 1e3)
+
+    r = _cli([*args, "--fp32-math", "tf32"], tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["fp32_math"] == "tf32"
+    assert "was timed in IEEE fp32" in r.stderr
+
+    r = _cli([*args, "--precision", "bf16"], tmp_path)  # fp32 times are no measure of a bf16 bound
+    assert r.returncode == 0 and json.loads(r.stdout)["baseline"] is None
+    assert f"not using {path}: it holds fp32 times and the bound is for bf16" in r.stderr
+
+    r = _cli([*args, "--baseline", str(path), "--no-baseline"], tmp_path)
+    assert r.returncode == 2 and "contradict" in r.stderr
+
+
+def test_cli_attaches_no_committed_baseline_to_other_sources(problem_dir, tmp_path):
+    """Another source's 1_Matmul.py is not the built-in 1_Square_matmul.py, though the id would match."""
+    _our_baseline(tmp_path / "b", "H100", "NVIDIA H100 80GB HBM3", {"1_Square_matmul.py": 3.0})
+    r = _cli(["--level", "1", "--source", "directory", "--path", str(problem_dir), "--gpu", "H100", "--json",
+              "--baselines-dir", str(tmp_path / "b")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["baseline"] is None and data["summary"]["with_baseline"] == 0
+
+
 def test_cli_errors_and_gpu_list(problem_dir, tmp_path):
     r = _cli(["--level", "1", "--source", "directory", "--path", str(problem_dir), "--gpu", "H100 PCIe"], tmp_path)
     assert r.returncode == 2

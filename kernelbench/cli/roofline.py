@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from kernelbench.cli.common import add_source_args, level_type, print_json
 
@@ -24,13 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU to bound for: H100, H200, A100-80GB, L40S, B200 or a device name "
                         "(default: this machine's GPU, else H100)")
     p.add_argument("--precision", choices=PRECISION_CHOICES, default="fp32", help="precision of inputs and weights")
-    p.add_argument("--fp32-math", choices=FP32_MATH_CHOICES, default="default",
+    p.add_argument("--fp32-math", choices=FP32_MATH_CHOICES, default=None,
                    help="fp32 only: default = PyTorch's defaults (matmul on CUDA cores, convolution on TF32 tensor "
-                        "cores); ieee = everything on CUDA cores; tf32 = everything on TF32 tensor cores")
+                        "cores); ieee = everything on CUDA cores; tf32 = everything on TF32 tensor cores. "
+                        "Default: ieee with a baseline measured by kernelbench (the math it was timed with), "
+                        "else default")
     p.add_argument("--datasheet-only", action="store_true",
                    help="use datasheet peaks even where measured rates exist")
     p.add_argument("--baseline", default=None,
-                   help="baseline time file: adds PyTorch's time and the fraction of speed of light it reaches")
+                   help="baseline time file: adds PyTorch's time and the fraction of speed of light it reaches "
+                        "(default for the built-in suite: the committed <baselines-dir>/<GPU>.json, if there)")
+    p.add_argument("--baselines-dir", default="baselines", help="folder of per-GPU baseline files")
+    p.add_argument("--no-baseline", action="store_true", help="bounds only, even where a baseline file exists")
     p.add_argument("--baseline-mode", default="eager", help="mode within the baseline file (default: eager)")
     p.add_argument("--no-cache", action="store_true", help="recount every problem instead of using the cost cache")
     p.add_argument("--list-gpus", action="store_true", help="print the hardware table and exit")
@@ -101,20 +107,33 @@ def run(args: argparse.Namespace) -> int:
             return 2
         problems = problems.select(ids=ids)
 
+    if args.baseline and args.no_baseline:
+        print("error: --baseline and --no-baseline contradict each other", file=sys.stderr)
+        return 2
+    baseline_path = args.baseline or (None if args.no_baseline else _committed_baseline(args, spec, problems))
     baseline = None
-    if args.baseline:
-        baseline = load_baseline(args.baseline, mode=args.baseline_mode)
+    if baseline_path:
+        baseline = load_baseline(baseline_path, mode=args.baseline_mode)
         base_gpu = baseline.gpu_name
         base_spec = find_gpu_spec(base_gpu) if base_gpu else None
         if base_gpu and (base_spec is None or base_spec.name != spec.name):
-            print(f"warning: baseline {args.baseline} was measured on {base_gpu!r}, but the bound is for "
+            print(f"warning: baseline {baseline_path} was measured on {base_gpu!r}, but the bound is for "
                   f"{spec.name}: the fractions of speed of light compare different GPUs", file=sys.stderr)
+        base_precision = baseline.environment.precision if baseline.environment else None
+        if base_precision and base_precision != args.precision and not args.baseline:
+            print(f"note: not using {baseline_path}: it holds {base_precision} times and the bound is for "
+                  f"{args.precision}", file=sys.stderr)
+            baseline = baseline_path = None
+        elif base_precision and base_precision != args.precision:
+            print(f"warning: baseline {baseline_path} holds {base_precision} times, but the bound is for "
+                  f"{args.precision}: the fractions of speed of light compare different precisions", file=sys.stderr)
+    fp32_math = _fp32_math(args, baseline, baseline_path)
 
     rows = []
     for p in tqdm(list(problems), desc=f"roofline level {args.level}", unit="problem", file=sys.stderr,
                   disable=None):
         entry = baseline.find(p) if baseline is not None else None
-        rows.append(problem_roofline(p, spec, args.precision, args.fp32_math, not args.datasheet_only,
+        rows.append(problem_roofline(p, spec, args.precision, fp32_math, not args.datasheet_only,
                                      baseline_ms=entry.headline_ms if entry else None, use_cache=not args.no_cache))
 
     ok = [r for r in rows if r.bound is not None]
@@ -131,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.json:
         print_json({"level": args.level, "source": problems.source, "gpu": spec.name, "gpu_choice": why,
-                    "gpu_spec": spec.to_dict(), "precision": args.precision, "fp32_math": args.fp32_math,
-                    "baseline": args.baseline, "baseline_mode": args.baseline_mode if args.baseline else None,
+                    "gpu_spec": spec.to_dict(), "precision": args.precision, "fp32_math": fp32_math,
+                    "baseline": str(baseline_path) if baseline_path else None,
+                    "baseline_mode": args.baseline_mode if baseline_path else None,
                     "problems": [r.to_dict() for r in rows], "summary": summary})
         return 0
 
@@ -154,8 +174,9 @@ def run(args: argparse.Namespace) -> int:
             line += [_fmt(r.baseline_ms), "-" if r.fraction_of_sol is None else f"{r.fraction_of_sol:.1%}"]
         table.append(line + [_short(r.cost.note or "")])
     print(f"Speed of light on {spec.full_name} ({why}), {args.precision}"
-          + (f", fp32 math {args.fp32_math}" if args.precision == "fp32" else "")
-          + f"; rates: {summary['rates_source'] or 'n/a'}")
+          + (f", fp32 math {fp32_math}" if args.precision == "fp32" else "")
+          + f"; rates: {summary['rates_source'] or 'n/a'}"
+          + (f"; baseline {baseline_path} ({args.baseline_mode})" if baseline_path else ""))
     align = ["right", "left", "right", "right", "right", "left"] + (["right", "right"] if baseline else []) + ["left"]
     print(tabulate(table, headers=headers, disable_numparse=True, colalign=align))
     line = (f"\nlevel {args.level}: {len(rows)} problems from {problems.source}: {summary['compute_bound']} "
@@ -167,6 +188,31 @@ def run(args: argparse.Namespace) -> int:
                  else "; no baseline times matched these problems")
     print(line)
     return 0
+
+
+def _committed_baseline(args: argparse.Namespace, spec, problems) -> Path | None:
+    """The committed baseline for this GPU, for the built-in suite only: its times are keyed by file name
+    and problem id, which another source's problems could share without being the same problem."""
+    from kernelbench.baselines import baseline_path_for_gpu, gpu_label
+
+    if problems.source != "builtin":
+        return None
+    path = baseline_path_for_gpu(gpu_label(spec.name), args.baselines_dir)
+    return path if path.is_file() else None
+
+
+def _fp32_math(args: argparse.Namespace, baseline, baseline_path) -> str:
+    """The fp32 math to bound with: as asked, else the math the baseline's times were taken with.
+
+    kernelbench times fp32 references in IEEE fp32 (cuDNN's TF32 off), so against one of its baselines
+    the TF32 convolution bound of PyTorch's defaults would understate how close PyTorch came."""
+    ours = baseline is not None and baseline.environment is not None and bool(baseline.environment.timing_protocol)
+    if args.fp32_math is None:
+        return "ieee" if ours and args.precision == "fp32" else "default"
+    if ours and args.precision == "fp32" and args.fp32_math != "ieee":
+        print(f"warning: baseline {baseline_path} was timed in IEEE fp32; against a --fp32-math {args.fp32_math} "
+              "bound its fraction of speed of light is not like for like", file=sys.stderr)
+    return args.fp32_math
 
 
 def _fmt(v: float | None) -> str:
