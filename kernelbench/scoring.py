@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -246,6 +247,61 @@ def outcomes_from_results(
                                        speed[id(chosen)], sol))
         counts.append(SampleCounts(p.level, p.problem_id, len(samples), sum(1 for r in samples if r.correct)))
     return outcomes, counts
+
+
+#: How far a baseline time may sit from the reference timed beside the candidates before it is reported.
+DRIFT_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class BaselineDrift:
+    """A problem whose baseline time and the reference timed in the run's own sessions disagree.
+
+    Both time the same eager reference under the same protocol, so a large gap means the baseline was
+    taken while the machine ran at another speed (host-bound references follow the CPU's clock), and a
+    speedup against it is only as good as that gap.
+    """
+
+    level: int
+    problem_id: int
+    filename: str
+    baseline_ms: float
+    in_session_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """baseline / in-session: above 1 the baseline is slower and flatters the candidate."""
+        return self.baseline_ms / self.in_session_ms
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ratio": self.ratio}
+
+
+def baseline_drift(problems: ProblemSet, results: Iterable[KernelResult], baseline: Baseline,
+                   tolerance: float = DRIFT_TOLERANCE) -> list[BaselineDrift]:
+    """Problems whose eager baseline and in-session reference medians differ by more than ``tolerance``.
+
+    Only an eager baseline is comparable: the evaluator times the reference as written. The in-session
+    time is the median over the problem's samples, each of which timed the reference afresh.
+    """
+    if tolerance < 0:
+        raise ValueError("drift tolerance must not be negative")
+    if baseline.mode != "eager":
+        return []
+    refs: dict[tuple[int, int], list[float]] = {}
+    for r in results:
+        if r.ref_runtime_ms is not None and r.ref_runtime_ms > 0:
+            refs.setdefault((r.level, r.problem_id), []).append(r.ref_runtime_ms)
+    out = []
+    for p in problems:
+        entry = baseline.find(p)
+        times = refs.get((p.level, p.problem_id))
+        if entry is None or not times or not entry.headline_ms > 0:
+            continue
+        drift = BaselineDrift(p.level, p.problem_id, p.filename, entry.headline_ms, statistics.median(times))
+        if max(drift.ratio, 1 / drift.ratio) > 1 + tolerance:
+            out.append(drift)
+    return out
 
 
 # ---------------------------------------------------------------- aggregate

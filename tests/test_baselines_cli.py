@@ -266,6 +266,29 @@ def test_analyze_uses_the_baseline_of_the_gpu_named(scored_run):
     assert level["geomean_speedup"] == pytest.approx((1.0 * 0.5) ** 0.5) and level["fast_p"]["fast_1"] == 0.0
 
 
+def test_analyze_reports_problems_whose_baseline_drifted_from_the_in_session_reference(scored_run):
+    """In-session reference 0.75 ms for both problems: a baseline of 0.78 ms agrees, one of 2.0 ms does not."""
+    tmp, run_dir, bdir = scored_run
+    problems = load_directory(tmp / "problems")
+    _write_baseline(tmp / "mine" / "H100.json", H100, problems, {1: 0.78, 2: 2.0}, {1: 0.5, 2: 0.25})
+    out = tmp / "drift.json"
+    proc = cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
+               "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "On 1 problem(s) the baseline and the reference timed beside the candidates differ by more than 10%" \
+        in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if "2_Tanh.py" in line)
+    assert row.split() == ["1", "2_Tanh.py", "2", "0.75", "2.67x"]
+    assert "1_ReLU.py" not in proc.stdout
+    drift = json.loads(out.read_text())["baseline_drift"]
+    assert [(d["problem_id"], d["baseline_ms"], d["in_session_ms"]) for d in drift] == [(2, 2.0, 0.75)]
+
+    proc = cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
+               "--mode", "compile-default", "--output", str(out))
+    assert proc.returncode == 0 and "differ by more than" not in proc.stdout
+    assert json.loads(out.read_text())["baseline_drift"] == []
+
+
 def test_analyze_refuses_another_gpus_baseline_unless_forced(scored_run):
     tmp, run_dir, bdir = scored_run
     proc = cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir))

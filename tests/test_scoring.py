@@ -19,6 +19,7 @@ from kernelbench.results import EnvironmentInfo, KernelResult, TimingStats
 from kernelbench.runs import RunDirectory
 from kernelbench.scoring import (
     ProblemOutcome,
+    baseline_drift,
     check_same_gpu,
     fast_p,
     geometric_mean,
@@ -68,6 +69,26 @@ def test_a_level_with_no_correct_problem():
     s = score_results(problems({1: 3}), [result(1, 1, correct=False), result(1, 2, correct=False)]).levels[1]
     assert s.geomean_speedup is None and s.fulldeck_geomean == 1.0
     assert all(v == 0.0 for v in s.fast_p.values()) and s.correctness_rate == 0.0
+
+
+def test_baseline_drift_reports_problems_whose_baseline_and_in_session_reference_disagree():
+    ps = problems({1: 5})
+    times = {"1_P.py": 1.05, "2_P.py": 1.5, "3_P.py": 0.7, "4_P.py": 2.0, "5_P.py": 1.0}
+    eager = parse_baseline({"level1": {k: {"mean": v} for k, v in times.items()}})
+    rs = [result(1, 1, ref_ms=1.0),  # 5% off: within 10%
+          result(1, 2, ref_ms=1.0, sample=0), result(1, 2, ref_ms=1.2, sample=1), result(1, 2, ref_ms=5.0, sample=2),
+          result(1, 3, ref_ms=1.0, correct=False),  # the reference was timed even if the candidate failed
+          result(1, 4, ref_ms=None)]  # never timed: nothing to compare; problem 5 has no result at all
+    drift = baseline_drift(ps, rs, eager)
+    assert [(d.problem_id, d.baseline_ms, d.in_session_ms) for d in drift] == [(2, 1.5, 1.2), (3, 0.7, 1.0)]
+    assert drift[0].ratio == pytest.approx(1.25) and drift[0].to_dict()["ratio"] == pytest.approx(1.25)
+    assert [d.problem_id for d in baseline_drift(ps, rs, eager, tolerance=0.3)] == [3]  # 1.25x is within 30%, 1/0.7 is not
+    assert [d.problem_id for d in baseline_drift(ps, rs, eager, tolerance=0.01)] == [1, 2, 3]
+    compiled = parse_baseline({"modes": {"compile-default": {"level1": {"2_P.py": {"mean": 9.0}}}}},
+                              mode="compile-default")
+    assert baseline_drift(ps, rs, compiled) == []  # the in-session reference is eager: not comparable
+    with pytest.raises(ValueError, match="negative"):
+        baseline_drift(ps, rs, eager, tolerance=-0.1)
 
 
 def test_results_are_matched_by_key_never_by_position():

@@ -35,7 +35,13 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems
     from kernelbench.runs import RunDirectory
-    from kernelbench.scoring import FAST_P_THRESHOLDS, check_same_gpu, score_results
+    from kernelbench.scoring import (
+        DRIFT_TOLERANCE,
+        FAST_P_THRESHOLDS,
+        baseline_drift,
+        check_same_gpu,
+        score_results,
+    )
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         check_same_gpu(results, baseline, force=args.force)
 
     report = score_results(problems, results, baseline, sample_policy=args.sample_policy)
+    drift = baseline_drift(problems, results, baseline) if baseline is not None else []
     score = report.levels[rd.level]
 
     speed_src = f"baseline {baseline.path} ({baseline.mode})" if baseline else "in-session reference timings"
@@ -77,11 +84,19 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}"] for p in FAST_P_THRESHOLDS],
                    headers=["speedup threshold p", "fast_p"], tablefmt="grid"))
+    if drift:
+        print(f"\nOn {len(drift)} problem(s) the baseline and the reference timed beside the candidates differ by "
+              f"more than {DRIFT_TOLERANCE:.0%}; speedups against the baseline are only as good as that gap "
+              "(host-bound references follow the CPU's speed):")
+        print(tabulate([[d.level, d.filename, f"{d.baseline_ms:.4g}", f"{d.in_session_ms:.4g}", f"{d.ratio:.2f}x"]
+                        for d in drift],
+                       headers=["level", "problem", "baseline (ms)", "in-session (ms)", "baseline / in-session"]))
     if args.output:
         data = {"run_dir": str(run_dir), "level": rd.level, "source": problems.source,
                 "baseline": str(baseline.path) if baseline else None,
                 "baseline_mode": baseline.mode if baseline else None,
-                "sample_policy": args.sample_policy, **report.to_dict()}
+                "sample_policy": args.sample_policy, **report.to_dict(),
+                "baseline_drift": [d.to_dict() for d in drift]}
         atomic_write_json(args.output, data)
         print(f"\nwrote {args.output}")
     return 0
