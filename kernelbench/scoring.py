@@ -166,8 +166,22 @@ def protocol_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> st
     return None
 
 
+def precision_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> str | None:
+    """The precision of the first timed result that differs from the baseline's, or None.
+
+    An fp16 candidate against an fp32 reference time would count the halved bytes as the kernel's merit.
+    """
+    base_precision = baseline.environment.precision if baseline.environment else None
+    if base_precision is None:
+        return None
+    for r in results:
+        if r.runtime is not None and r.precision != base_precision:
+            return r.precision
+    return None
+
+
 def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: bool = False) -> None:
-    """Refuse to compare timings with a baseline from another GPU type or another timing-protocol version."""
+    """Refuse to compare timings with a baseline from another GPU type, timing-protocol version or precision."""
     if force:
         return
     results = list(results)
@@ -187,6 +201,14 @@ def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: b
         raise BaselineError(
             f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
             f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"
+        )
+    precision = precision_mismatch(results, baseline)
+    if precision is not None:
+        base_precision = baseline.environment.precision if baseline.environment else None
+        raise BaselineError(
+            f"results were timed in {precision} but the baseline {baseline.path or ''} holds {base_precision} "
+            f"times; measure one with `kernelbench baselines --precision {precision}` or pass --force to compare "
+            "anyway"
         )
 
 

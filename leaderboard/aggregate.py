@@ -35,6 +35,7 @@ from kernelbench.scoring import (
     check_same_gpu,
     fast_p,
     outcomes_from_results,
+    precision_mismatch,
     protocol_mismatch,
     score_results,
 )
@@ -250,6 +251,12 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
             log.warning("%s on %s was timed with protocol %r, the baseline with %r; speedups use in-session "
                         "reference timings", bundle.entry, bundle.gpu, stale,
                         baseline.environment.timing_protocol if baseline.environment else None)
+            baseline = None
+        other_precision = precision_mismatch(results, baseline) if baseline is not None else None
+        if other_precision is not None:
+            log.warning("%s on %s was timed in %s, the baseline holds %s times; speedups use in-session "
+                        "reference timings", bundle.entry, bundle.gpu, other_precision,
+                        baseline.environment.precision if baseline.environment else None)
             baseline = None
         if baseline is not None:
             check_same_gpu(results, baseline)

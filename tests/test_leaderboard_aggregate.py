@@ -101,12 +101,15 @@ def test_metrics_match_hand_arithmetic(tmp_path, problems):
     assert "class Model" in prob["code"]
 
 
-def aggregate_with_full_baseline(root: Path, problems) -> tuple[dict, dict]:
+def aggregate_with_full_baseline(root: Path, problems, precision: str | None = None) -> tuple[dict, dict]:
     """Aggregate against an H100 baseline with every problem (ReLU 1.5 ms, the rest 1 ms): alpha's detail."""
     times = {(1, "1_ReLU.py"): 1.5, (1, "2_Sigmoid.py"): 1.0, (1, "3_Sum_rows.py"): 1.0,
              (1, "4_Matmul_small.py"): 1.0, (2, "1_Linear_ReLU.py"): 1.0, (2, "2_Add_Tanh.py"): 1.0}
-    (root / "baselines").mkdir()
-    (root / "baselines" / "H100.json").write_text(json.dumps(F.baseline(times)))
+    body = F.baseline(times)
+    if precision is not None:
+        body["environment"]["precision"] = precision
+    (root / "baselines").mkdir(exist_ok=True)
+    (root / "baselines" / "H100.json").write_text(json.dumps(body))
     aggregate(problems, config(root))
     detail = json.loads((root / "data" / "results" / "alpha__H100.json").read_text())
     return detail, {r["key"]: r for r in detail["problems"]}
@@ -258,6 +261,20 @@ def test_results_timed_under_an_older_protocol_use_their_in_session_reference(tm
     # 1 ms in-session reference / 0.5 ms, not the 1.5 ms baseline measured under the current protocol
     assert rows["level_1_problem_1"]["speedup"] == 2.0
     assert rows["level_1_problem_1"]["baseline_ms"] is None
+    assert detail["speedup_basis"] == "in-session reference"
+
+
+def test_results_in_another_precision_than_the_baseline_use_their_in_session_reference(tmp_path, problems):
+    add_entry(tmp_path / "fp32", "alpha", alpha_results())
+    detail, rows = aggregate_with_full_baseline(tmp_path / "fp32", problems, precision="fp32")
+    assert rows["level_1_problem_1"]["speedup"] == 3.0 and detail["speedup_basis"] != "in-session reference"
+    half = alpha_results()
+    for r in half:
+        r.precision = "fp16"
+    add_entry(tmp_path / "fp16", "alpha", half)
+    detail, rows = aggregate_with_full_baseline(tmp_path / "fp16", problems, precision="fp32")
+    # 1 ms in-session fp16 reference / 0.5 ms, not the 1.5 ms fp32 baseline
+    assert rows["level_1_problem_1"]["speedup"] == 2.0 and rows["level_1_problem_1"]["baseline_ms"] is None
     assert detail["speedup_basis"] == "in-session reference"
 
 

@@ -129,6 +129,21 @@ def test_refuses_another_gpus_baseline_unless_forced():
     check_same_gpu([result(1, 1, gpu="NVIDIA H100 80GB HBM3")], base)
 
 
+def test_results_in_another_precision_than_the_baseline_are_refused_unless_forced():
+    base = parse_baseline({"level1": {"1_P.py": {"mean": 1.0}},
+                           "environment": {"gpu_name": "NVIDIA H100 80GB HBM3", "precision": "fp32"}})
+    half = result(1, 1, gpu="NVIDIA H100 80GB HBM3").model_copy(update={"precision": "bf16"})
+    with pytest.raises(BaselineError, match=r"timed in bf16 but the baseline .*holds fp32 times; measure one with "
+                                            r"`kernelbench baselines --precision bf16`"):
+        check_same_gpu([half], base)
+    check_same_gpu([half], base, force=True)
+    check_same_gpu([result(1, 1, gpu="NVIDIA H100 80GB HBM3")], base)  # fp32 against fp32
+    untimed = result(1, 1, correct=False, cand_ms=None).model_copy(update={"precision": "bf16"})
+    check_same_gpu([untimed], base)  # nothing timed, nothing compared
+    unknown = parse_baseline({"level1": {"1_P.py": {"mean": 1.0}}})  # a KernelBench file says no precision
+    check_same_gpu([half], unknown)
+
+
 def test_pass_at_k_matches_brute_force_enumeration():
     for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (6, 6, 4), (7, 3, 7), (10, 4, 5)]:
         samples = [1] * c + [0] * (n - c)
