@@ -371,6 +371,7 @@ class LocalMeasurer:
         if spares < 0:
             raise BaselineError(f"workers started ahead must be 0 or more, got {spares}")
         self.device = device
+        self.spares = spares
         self.session = DeviceSession(device, gpu_compute_capability_from_smi() if device.startswith("cuda") else None,
                                      spares=spares,
                                      reference_env={PRELOAD_COMPILER_ENV: "1"} if preload_compiler else None)

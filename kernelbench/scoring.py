@@ -180,6 +180,25 @@ def precision_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> s
     return None
 
 
+def timing_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> tuple[str, str] | None:
+    """Why these results' times and the baseline's are not comparable, and what would make them so.
+
+    The timing protocol is checked first, then the precision; None when neither differs.
+    """
+    results = list(results)
+    env = baseline.environment
+    where = baseline.path or ""
+    protocol = protocol_mismatch(results, baseline)
+    if protocol is not None:
+        return (f"results were timed with protocol {protocol!r} but the baseline {where} with "
+                f"{env.timing_protocol!r}", "measure a baseline with this version")
+    precision = precision_mismatch(results, baseline)
+    if precision is not None:
+        return (f"results were timed in {precision} but the baseline {where} holds {env.precision} times",
+                f"measure one with `kernelbench baselines --precision {precision}`")
+    return None
+
+
 def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: bool = False) -> None:
     """Refuse to compare timings with a baseline from another GPU type, timing-protocol version or precision."""
     if force:
@@ -195,21 +214,10 @@ def check_same_gpu(results: Iterable[KernelResult], baseline: Baseline, force: b
                 f"results were measured on {gpu} but the baseline {baseline.path or ''} is for {base_gpu}; "
                 f"use the baseline for {gpu} or pass --force to compare anyway"
             )
-    protocol = protocol_mismatch(results, baseline)
-    if protocol is not None:
-        base_protocol = baseline.environment.timing_protocol if baseline.environment else None
-        raise BaselineError(
-            f"results were timed with protocol {protocol!r} but the baseline {baseline.path or ''} with "
-            f"{base_protocol!r}; measure a baseline with this version or pass --force to compare anyway"
-        )
-    precision = precision_mismatch(results, baseline)
-    if precision is not None:
-        base_precision = baseline.environment.precision if baseline.environment else None
-        raise BaselineError(
-            f"results were timed in {precision} but the baseline {baseline.path or ''} holds {base_precision} "
-            f"times; measure one with `kernelbench baselines --precision {precision}` or pass --force to compare "
-            "anyway"
-        )
+    mismatch = timing_mismatch(results, baseline)
+    if mismatch is not None:
+        what, remedy = mismatch
+        raise BaselineError(f"{what}; {remedy} or pass --force to compare anyway")
 
 
 def _choose(samples: list[KernelResult], policy: SamplePolicy, speed: dict[int, float | None]) -> KernelResult:

@@ -35,9 +35,8 @@ from kernelbench.scoring import (
     check_same_gpu,
     fast_p,
     outcomes_from_results,
-    precision_mismatch,
-    protocol_mismatch,
     score_results,
+    timing_mismatch,
 )
 from leaderboard.bundle import SEPARATOR, ResultsBundle, read_bundle
 from leaderboard.errors import AggregationError
@@ -244,19 +243,13 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         results = [r for r in bundle.results
                    if r.sample_id == RANKED_SAMPLE and (r.level, r.problem_id) in ranked]
         baseline = _baseline_for(bundle.gpu, config, baselines)
-        stale = protocol_mismatch(results, baseline) if baseline is not None else None
-        if stale is not None:
-            # Timed under another protocol version than today's baseline: the two sets of times are not
-            # comparable, but each evaluation's own reference (timed in the same session) still is.
-            log.warning("%s on %s was timed with protocol %r, the baseline with %r; speedups use in-session "
-                        "reference timings", bundle.entry, bundle.gpu, stale,
-                        baseline.environment.timing_protocol if baseline.environment else None)
-            baseline = None
-        other_precision = precision_mismatch(results, baseline) if baseline is not None else None
-        if other_precision is not None:
-            log.warning("%s on %s was timed in %s, the baseline holds %s times; speedups use in-session "
-                        "reference timings", bundle.entry, bundle.gpu, other_precision,
-                        baseline.environment.precision if baseline.environment else None)
+        mismatch = timing_mismatch(results, baseline) if baseline is not None else None
+        if mismatch is not None:
+            # Timed under another protocol version or precision than the baseline (an entry evaluated before
+            # the protocol changed, or in fp16): the two sets of times are not comparable, but each
+            # evaluation's own reference (timed in the same session) still is.
+            log.warning("%s on %s: %s; speedups use in-session reference timings", bundle.entry, bundle.gpu,
+                        mismatch[0])
             baseline = None
         if baseline is not None:
             check_same_gpu(results, baseline)

@@ -35,6 +35,8 @@ MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from kernelbench.cli.common import non_negative_int
+
     p = argparse.ArgumentParser(prog="bench_baselines.py", description=__doc__.strip().splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.strip().splitlines()[1:]))
@@ -48,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds allowed to build one reference, torch.compile included (180)")
     p.add_argument("--compile-jobs", type=int, default=None,
                    help="parallel compile warm-up workers before timing (default: half the cores, at most 8; 0: off)")
-    p.add_argument("--spares", type=int, default=None,
+    p.add_argument("--spares", type=non_negative_int, default=None,
                    help="reference workers kept started ahead (default 6; each holds a CUDA context)")
     p.add_argument("--deadline", type=float, default=None, help="stop starting measurements after this many seconds")
     p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json)")
@@ -59,10 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cuda:N (default: the first GPU); cpu for a smoke test")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each measurement does")
-    args = p.parse_args(argv)
-    if args.spares is not None and args.spares < 0:
-        p.error(f"--spares must be 0 or more, got {args.spares}")
-    return args
+    return p.parse_args(argv)
 
 
 def _label_and_device(args: argparse.Namespace) -> tuple[str, str]:
@@ -105,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     from kernelbench.baselines import (
-        REFERENCE_SPARES,
         BaselineFile,
         LocalMeasurer,
         baseline_path_for_gpu,
@@ -122,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = list(MODES) if "all" in args.modes else list(dict.fromkeys(args.modes))
     label, device = _label_and_device(args)
-    spares = REFERENCE_SPARES if args.spares is None else args.spares
     problems = load_problems(args.source, args.path, levels=args.levels)
     if args.levels:
         problems = problems.select(levels=args.levels)
@@ -147,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         if warm.outcomes:
             print(warm.summary(), file=sys.stderr)
         deadline = None if args.deadline is None else max(0.0, args.deadline - warm.wall_s)
-        with LocalMeasurer(device, spares,
+        with LocalMeasurer(device, args.spares,
                            preload_compiler=any(m != "eager" for m in modes)) as measure:
             first = measure_into(file, problems, modes, settings, measure, deadline_s=deadline)
             first_wall = time.monotonic() - started
@@ -207,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "gpu": gpu_name, "label": label, "device": device, "problems": len(problems), "modes": modes,
         "timing_budget_s": args.timing_budget, "compile_timeout_s": args.compile_timeout,
-        "spares": spares,
+        "spares": measure.spares,
         "baseline_file": str(out), "complete": first.complete, "stopped": first.stopped,
         "wall_s_this_invocation": total_wall, "wall_s_first_run": first_wall,
         "compile_warmup": {"jobs": warm.jobs, "references": len(warm.outcomes), "compiled": warm.compiled,
