@@ -173,6 +173,10 @@ class EnvironmentInfo(BaseModel):
     python: str | None = None
     platform: str | None = None
     timing_protocol: str | None = None
+    isolation: Literal["sandbox", "process"] | None = Field(
+        default=None, description="What confined the candidate: 'sandbox' (own PID, mount and network namespaces, "
+                                  "unprivileged user) or 'process' (a fresh process with a scrubbed environment only).")
+    network: bool | None = Field(default=None, description="Whether the candidate could reach a network.")
 
 
 class RooflineInfo(BaseModel):

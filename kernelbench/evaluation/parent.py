@@ -19,13 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kernelbench.evaluation import compile_cache, isolation
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.compare import fingerprints_match
 from kernelbench.evaluation.cpu_affinity import CoreReservation, pinned
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
 from kernelbench.evaluation.guards import runtime as rt
-from kernelbench.evaluation.sandbox import WorkerProcess, scrubbed_environment
+from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.evaluation.timing import (
     MIN_ROUNDS,
@@ -140,12 +141,16 @@ def _worker_env(role: str, device: str, backend: str | None, arch: str | None,
 
 
 def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None,
-                 init: bool = True, env_extra: Mapping[str, str] | None = None) -> WorkerProcess:
+                 init: bool = True, env_extra: Mapping[str, str] | None = None,
+                 confinement: Confinement | None = None) -> WorkerProcess:
     """Start a worker; with ``init`` also create its CUDA context (see :class:`_Spare` for why not always).
 
-    ``env_extra`` adds environment variables (the compile warm-up points torch.compile's caches).
+    ``env_extra`` adds environment variables (the compile warm-up points torch.compile's caches);
+    ``confinement`` runs it in the OS sandbox (candidate and compile workers only).
     """
-    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra))
+    if confinement is not None and role == "reference":
+        raise ValueError("the reference worker runs trusted code only and is never confined")
+    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
     try:
         msg, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
     except (ChannelTimeout, ChannelClosed, ProtocolError):
@@ -155,6 +160,7 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     if msg.get("event") != "ready":
         w.kill()
         raise RuntimeError(f"{role} worker on {device} failed to start: {msg.get('type')}: {msg.get('message')}")
+    _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         _finish_init(w, _send_init(w))
     return w
@@ -241,8 +247,11 @@ class DeviceSession:
     """One device: its reference worker and the spare workers started ahead of need."""
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
-                 reference_env: Mapping[str, str] | None = None):
+                 reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False):
         self.device = device
+        self.sandbox_mode, self.allow_network = sandbox, allow_network
+        # Raises SandboxUnavailable under "require" before any worker starts.
+        self.confinement = confinement_for(sandbox, device.startswith("cuda"), allow_network)
         self.reference_env = dict(reference_env or {})  # extra environment for every reference worker
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
@@ -261,9 +270,21 @@ class DeviceSession:
         self.cores = CoreReservation.acquire(max(1, len(visible_devices()))) if self.is_cuda else None
         self._released = not self.is_cuda
 
+    @property
+    def isolation(self) -> str:
+        """What stands between candidate code and this machine: ``sandbox`` or ``process``."""
+        return "sandbox" if self.confinement is not None else "process"
+
+    def check_settings(self, settings: EvalSettings) -> None:
+        if (settings.sandbox, settings.allow_network) != (self.sandbox_mode, self.allow_network):
+            raise ValueError("all jobs on one device session must share the sandbox settings "
+                             f"(session: sandbox={self.sandbox_mode}, allow_network={self.allow_network}; job: "
+                             f"sandbox={settings.sandbox}, allow_network={settings.allow_network})")
+
     def _spawn(self, role: str, backend: str | None) -> _Spare:
         env = self.reference_env if role == "reference" else None
-        return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env))
+        conf = self.confinement if role == "candidate" else None
+        return _Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
 
     def _backend_env_key(self, backend: str) -> str | None:
         # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.
@@ -381,6 +402,30 @@ def _static_findings(source: str, backend: str) -> list[GuardFinding]:
                              message=f"static guard failed: {e}")]
 
 
+def confinement_for(mode: str, gpu: bool, allow_network: bool = False) -> Confinement | None:
+    """The sandbox candidate workers get under ``mode`` (None: process isolation; may raise SandboxUnavailable)."""
+    support = isolation.resolve(mode, gpu, allow_network)
+    if support is None or support.bwrap is None:
+        return None
+    root = compile_cache.base_root()
+    root.mkdir(parents=True, exist_ok=True)  # bound read-only into the sandbox: it must exist first
+    return Confinement(support.bwrap, allow_network, str(root))
+
+
+def _publish_after_exit(worker: WorkerProcess, reply: dict, job: EvalJob) -> None:
+    """Once the worker is gone, copy what it built into the extension cache (trusted code, hashed)."""
+    builds = reply.get("builds")
+    if not builds or not isinstance(builds, list):
+        return
+    scope, namespace = compile_cache.source_scope(job.candidate_source), job.settings.cache_namespace
+
+    def publish(w: WorkerProcess) -> None:
+        if w.dirs is not None:
+            compile_cache.publish_builds(w.dirs.build, builds, scope, namespace)
+
+    worker.after_exit = publish
+
+
 def _builds_log(reply: dict) -> str | None:
     events = reply.get("builds") or []
     parts = []
@@ -406,6 +451,8 @@ def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
         v.flags.append("the reference itself failed; this is not a verdict on the candidate")
     env = v.environment or _environment_from(session.reference_info.get("env") if session.reference_info else None,
                                              session.device)
+    env = env.model_copy(update={"isolation": session.isolation,
+                                 "network": session.allow_network if session.confinement is not None else True})
     result = KernelResult(
         level=job.problem.level, problem_id=job.problem.problem_id, problem_name=job.problem.name,
         problem_hash=job.problem.hash, sample_id=job.sample_id, backend=s.backend, precision=s.precision,
@@ -506,10 +553,13 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                                 "backend": s.backend, "precision": s.precision, "init_seed": INIT_SEED,
                                 "eval_mode": eval_mode, "cache_namespace": s.cache_namespace,
+                                "cache_scope": compile_cache.source_scope(job.candidate_source),
                                 "ieee_fp32": s.ieee_fp32},
                          s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
+        _publish_after_exit(cand, reply, job)
     except WorkerFailed as e:
         r = e.reply
+        _publish_after_exit(cand, r, job)
         stage = _stage_of(r, Stage.LOAD)
         v.compiled = stage == Stage.INIT
         v.compile_log = _builds_log(r) if stage == Stage.COMPILE else None
@@ -579,7 +629,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         # Waiting for spare workers to finish creating their CUDA contexts, part of "timing".
         v.stage_times["spare_wait"] = time.monotonic() - t0
         try:
-            with pinned(session.cores, session.slot, ref.proc.pid, cand.proc.pid):
+            with pinned(session.cores, session.slot, ref.main_pid, cand.main_pid):
                 _time(job, v, ref, cand, secret)
         except WorkerFailed as e:
             r = e.reply
@@ -759,7 +809,7 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
         setup, _ = _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
-        with pinned(session.cores, session.slot, worker.proc.pid, None):
+        with pinned(session.cores, session.slot, worker.main_pid, None):
             limit = s.stage_timeout_s + s.timing_budget_s * 2
             wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
             warm, _ = _ref_call(worker, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wseeds, "warmup": True}, limit,
@@ -794,8 +844,9 @@ class Evaluator:
     the same problem reuses the reference worker, and every candidate finds a spare ready.
     """
 
-    def __init__(self, devices: Sequence[str] | None = None):
+    def __init__(self, devices: Sequence[str] | None = None, sandbox: str = "auto", allow_network: bool = False):
         self.devices = list(devices) if devices else visible_devices()
+        self.sandbox, self.allow_network = sandbox, allow_network
         self._sessions: dict[str, DeviceSession] = {}
         self._lock = threading.Lock()
         self._arch = gpu_compute_capability_from_smi() if any(d.startswith("cuda") for d in self.devices) else None
@@ -804,11 +855,13 @@ class Evaluator:
         device = device or self.devices[0]
         with self._lock:
             if device not in self._sessions:
-                self._sessions[device] = DeviceSession(device, self._arch)
+                self._sessions[device] = DeviceSession(device, self._arch, sandbox=self.sandbox,
+                                                       allow_network=self.allow_network)
             return self._sessions[device]
 
     def evaluate(self, job: EvalJob) -> KernelResult:
         session = self.session(job.settings.device)
+        session.check_settings(job.settings)
         session.prime(job.settings.backend)
         return run_job(session, job)
 
@@ -836,16 +889,21 @@ def visible_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
 
 
-def _compile_job(job: EvalJob, arch: str | None) -> dict:
+def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None = None) -> dict:
     """Import a CUDA candidate once on the CPU so its extension is in the cache before the GPU needs it."""
     w = None
     try:
-        w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False)
+        w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False, confinement=confinement)
         reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                              "backend": job.settings.backend, "precision": job.settings.precision,
-                             "init_seed": 0, "cache_namespace": job.settings.cache_namespace},
+                             "init_seed": 0, "cache_namespace": job.settings.cache_namespace,
+                             "cache_scope": compile_cache.source_scope(job.candidate_source)},
                          job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
+        _publish_after_exit(w, reply, job)
         return reply
+    except WorkerFailed as e:
+        _publish_after_exit(w, e.reply, job)
+        return e.reply
     except Exception as e:
         return {"ok": False, "message": str(e)}
     finally:
@@ -891,6 +949,12 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         devices = sorted(pinned) if pinned else visible_devices()
     devices = list(devices)
     use_gpu = any(d.startswith("cuda") for d in devices)
+    modes = {(j.settings.sandbox, j.settings.allow_network) for j in jobs}
+    if len(modes) > 1:
+        raise ValueError(f"the jobs of one batch must share the sandbox settings; got {sorted(modes)}")
+    sandbox_mode, allow_network = modes.pop()
+    # Once for the batch: warns or (under "require") raises SandboxUnavailable before anything runs.
+    confinement = confinement_for(sandbox_mode, use_gpu, allow_network)
     arch = gpu_compute_capability_from_smi() if use_gpu else None
 
     compiled: dict[int, Future] = {}
@@ -902,7 +966,7 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         n = compile_workers or max(1, min(len(build_ahead), os.cpu_count() or 1))
         compile_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")
         for i in build_ahead:
-            compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch)
+            compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch, confinement)
 
     results: list[KernelResult | None] = [None] * len(jobs)
     scheduler = _Scheduler(jobs, compiled)
@@ -914,7 +978,7 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         bar = tqdm(total=len(jobs), desc="evaluating", unit="kernel", file=sys.stderr)
 
     def device_loop(device: str) -> None:
-        session = DeviceSession(device, arch)
+        session = DeviceSession(device, arch, sandbox=sandbox_mode, allow_network=allow_network)
         try:
             session.prime(jobs[0].settings.backend)
             while True:

@@ -18,10 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelbench.evaluation.channel import Channel
+from kernelbench.evaluation.isolation import WorkerDirs, bwrap_command, sandbox_owner
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,35 @@ def scrubbed_environment(base: Mapping[str, str] | None = None, extra: Mapping[s
     env = {k: v for k, v in (os.environ if base is None else base).items() if not is_secret_name(k)}
     if extra:
         env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How a candidate or compile worker is sandboxed (see :mod:`kernelbench.evaluation.isolation`)."""
+
+    bwrap: str
+    allow_network: bool = False
+    #: The extension cache, shown read-only inside (only the parent writes it).
+    cache_root: str | None = None
+
+
+def private_environment(dirs: WorkerDirs, confinement: Confinement | None) -> dict[str, str]:
+    """Every cache and temporary path a worker may write points into its own folders.
+
+    HOME moves too: inside a sandbox the user's home is hidden, and Triton, Inductor, Hugging Face and
+    torch's extension builder all default to folders under it.
+    """
+    from kernelbench.evaluation import compile_cache
+
+    scratch, build = str(dirs.scratch), str(dirs.build)
+    env = {"HOME": scratch, "XDG_CACHE_HOME": os.path.join(scratch, ".cache"),
+           "TRITON_CACHE_DIR": os.path.join(scratch, ".triton", "cache"),
+           "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+           "TORCH_EXTENSIONS_DIR": os.path.join(build, "torch_extensions"),
+           compile_cache.BUILD_DIR_ENV: build, compile_cache.CACHE_ENV: str(compile_cache.base_root())}
+    if confinement is not None:
+        env["TMPDIR"] = "/tmp"
     return env
 
 
@@ -84,21 +115,34 @@ class _TailReader(threading.Thread):
 class WorkerProcess:
     """One worker: a child process, its channel, and the tails of its stdout and stderr."""
 
-    def __init__(self, role: str, device: str, env: Mapping[str, str], cwd: str | None = None):
+    def __init__(self, role: str, device: str, env: Mapping[str, str], cwd: str | None = None,
+                 confinement: Confinement | None = None):
         self.role = role
         self.device = device
+        self.confinement = confinement
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child_fd = child_sock.fileno()
         self._tmpdir = None
-        if cwd is None:
+        #: Private scratch and build folders (candidate and compile workers): the parent publishes
+        #: what was built there into the extension cache after the worker has exited.
+        self.dirs: WorkerDirs | None = None
+        self.after_exit: Callable[[WorkerProcess], None] | None = None
+        env = dict(env)
+        if confinement is not None or role in ("candidate", "compile"):
+            self.dirs = WorkerDirs.create(role, sandbox_owner() if confinement is not None else None)
+            cwd = str(self.dirs.scratch)
+            env.update(private_environment(self.dirs, confinement))
+        elif cwd is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix=f"kb-{role}-")
             cwd = self._tmpdir.name
         pkg_root = str(Path(__file__).resolve().parents[2])
-        env = dict(env)
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [sys.executable, "-m", "kernelbench.evaluation.worker", "--fd", str(child_fd),
                "--role", role, "--device", device]
+        if confinement is not None:
+            cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
+                                allow_network=confinement.allow_network, cache_root=confinement.cache_root)
         self.proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, pass_fds=(child_fd,), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -112,6 +156,34 @@ class WorkerProcess:
         self.started = time.monotonic()
         self.info: dict = {}
         self.preloaded: list[str] = []  # modules a reference worker imported at start (baselines)
+        self._main_pid: int | None = None
+
+    @property
+    def isolation(self) -> str:
+        return "sandbox" if self.confinement is not None else "process"
+
+    @property
+    def main_pid(self) -> int:
+        """The host pid of the Python worker (inside a sandbox, ``proc`` is bwrap, two levels above it).
+
+        Looked up while the worker is still trusted code (right after it said it is ready) and kept:
+        a candidate cannot later pass one of its own children off as the worker.
+        """
+        if self._main_pid is None:
+            self._main_pid = self.proc.pid
+            if self.confinement is not None:
+                from kernelbench.evaluation.cpu_affinity import descendants
+
+                for pid in descendants(self.proc.pid):
+                    try:
+                        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    except OSError:
+                        continue
+                    argv = cmdline.split(b"\0")
+                    if argv[1:3] == [b"-m", b"kernelbench.evaluation.worker"]:
+                        self._main_pid = pid
+                        break
+        return self._main_pid
 
     @property
     def pid(self) -> int:
@@ -159,6 +231,15 @@ class WorkerProcess:
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None
+        if self.dirs is not None:
+            hook, self.after_exit = self.after_exit, None
+            if hook is not None:
+                try:
+                    hook(self)
+                except Exception:
+                    log.exception("after-exit step of a %s worker failed", self.role)
+            self.dirs.cleanup()
+            self.dirs = None
 
     def close(self, timeout: float = 5.0) -> None:
         """Ask politely, then kill."""

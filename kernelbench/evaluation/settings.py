@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from kernelbench.constants import BACKENDS, PRECISIONS
 from kernelbench.constants import TOLERANCE_MODES as _MODES
+from kernelbench.evaluation.isolation import SANDBOX_MODES
 from kernelbench.problems.model import Problem
 
 
@@ -61,6 +62,11 @@ class EvalSettings:
     #: A separate CUDA build cache per namespace (the leaderboard uses one per submission): candidate
     #: code runs in the process that builds, so it could plant a build that another candidate loads.
     cache_namespace: str | None = None
+    #: The OS sandbox around candidate code: "auto" (use it where it can be made, else process isolation
+    #: with a warning), "require" (refuse to evaluate without it), "off" (process isolation only).
+    sandbox: str = "auto"
+    #: Give sandboxed candidates the network (off: their own network namespace, no route anywhere).
+    allow_network: bool = False
     #: Secret for the per-trial seeds; None draws one from the OS per evaluation.
     seed_secret: bytes | None = field(default=None, repr=False)
 
@@ -71,6 +77,8 @@ class EvalSettings:
             raise ValueError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.tolerance_mode not in TOLERANCES:
             raise ValueError(f"unknown tolerance mode {self.tolerance_mode!r} (choose from {', '.join(TOLERANCES)})")
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(f"unknown sandbox mode {self.sandbox!r} (choose from {', '.join(SANDBOX_MODES)})")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be at least 1")
 

@@ -350,8 +350,9 @@ class Worker:
         self.precision = msg["precision"]
         self._set_fp32_math(bool(msg.get("ieee_fp32")))
         self.problem = self.inputs.load_module(msg["problem_code"], "kb_problem", "<problem>")
-        if self.is_cuda or self.role == "compile":
+        if self.role in ("candidate", "compile"):
             compile_cache.set_namespace(msg.get("cache_namespace"))
+            compile_cache.set_scope(msg.get("cache_scope"))
             compile_cache.install()
         if not self.is_cuda and msg.get("backend") == "triton":
             self._count_interpreter_launches()

