@@ -65,7 +65,8 @@ def add_runner_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu", default="H100", help="GPU type for --runner modal: H100, A100-80GB, L40S, B200")
 
 
-def add_eval_args(p: argparse.ArgumentParser) -> None:
+def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:
+    """Evaluation options; ``sandbox_default`` is "require" where strangers' code is evaluated (the leaderboard)."""
     from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
 
     g = p.add_argument_group("evaluation")
@@ -77,6 +78,16 @@ def add_eval_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-timing", action="store_true", help="check correctness only")
     g.add_argument("--timing-budget", type=float, default=1.0, help="seconds of timed calls per side")
     g.add_argument("--device", default=None, help="cuda:N or cpu (default: first GPU, else CPU)")
+    s = p.add_argument_group("isolation of candidate code (docs/threat-model.md)")
+    x = s.add_mutually_exclusive_group()
+    x.add_argument("--require-sandbox", dest="sandbox", action="store_const", const="require",
+                   help="refuse to evaluate unless candidates run in the OS sandbox (bubblewrap)"
+                        + (" (the default here)" if sandbox_default == "require" else ""))
+    x.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="off",
+                   help="process isolation only: candidate code can read what this user can read")
+    s.add_argument("--allow-network", action="store_true",
+                   help="let sandboxed candidates reach the network (default: none at all)")
+    p.set_defaults(sandbox=sandbox_default)
 
 
 def eval_settings_from_args(args: argparse.Namespace):
@@ -86,4 +97,5 @@ def eval_settings_from_args(args: argparse.Namespace):
         backend=args.backend, precision=args.precision, correctness_trials=args.correctness_trials,
         tolerance_mode=args.tolerance_mode, measure_timing=not args.no_timing,
         timing_budget_s=args.timing_budget, device=args.device,
+        sandbox=args.sandbox, allow_network=args.allow_network,
     )

@@ -49,7 +49,8 @@ def settings_for(args: argparse.Namespace, info: dict) -> EvalSettings:
     try:
         return EvalSettings(backend=backend, precision=precision, correctness_trials=args.correctness_trials,
                             tolerance_mode=mode, measure_timing=not args.no_timing,
-                            timing_budget_s=args.timing_budget, device=args.device, **extra)
+                            timing_budget_s=args.timing_budget, device=args.device,
+                            sandbox=args.sandbox, allow_network=args.allow_network, **extra)
     except ValueError as e:
         raise KernelBenchError(str(e)) from None
 

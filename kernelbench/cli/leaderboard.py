@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the results bundle goes (default: data/evaluations)")
     e.add_argument("--entry", default=None, help="entry id (default: the submission's file stem)")
     add_runner_args(e)
-    add_eval_args(e)
+    add_eval_args(e, sandbox_default="require")
     add_source_args(e)
     e.set_defaults(func=_evaluate)
 

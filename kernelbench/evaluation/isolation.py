@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kernelbench.errors import KernelBenchError
+
 log = logging.getLogger(__name__)
 
 SandboxMode = Literal["auto", "require", "off"]
@@ -57,8 +59,8 @@ _SYSTEM_DIRS = {"/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"
                 "/media", "/sys", "/proc", "/dev", "/boot", "/nix"}
 
 
-class SandboxUnavailable(RuntimeError):
-    """The policy requires a sandbox and none can be made here."""
+class SandboxUnavailable(KernelBenchError):
+    """The policy requires a sandbox and none can be made here (a one-line message naming the fix)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,8 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     for h in hidden:
         cmd += ["--perms", "1777" if h in ("/tmp", "/var/tmp") else "0755", "--tmpfs", h]
     made: set[str] = set()
-    for path, rw in exposed_paths(cache_root):
+
+    def bind(path: str, flag: str) -> None:
         # Folders bwrap would create on the way to a mount point are 0700: nobody could not pass them.
         for h in hidden:
             if _under(path, h) and path != h:
@@ -213,9 +216,13 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
                     d = os.path.join(h, *parts[:i])
                     if d not in made:
                         made.add(d)
-                        cmd += ["--perms", "0755", "--dir", d]
-        cmd += ["--bind" if rw else "--ro-bind", path, path]
-    cmd += ["--bind", str(dirs.scratch), str(dirs.scratch), "--bind", str(dirs.build), str(dirs.build)]
+                        cmd.extend(["--perms", "0755", "--dir", d])
+        cmd.extend([flag, path, path])
+
+    for path, rw in exposed_paths(cache_root):
+        bind(path, "--bind" if rw else "--ro-bind")
+    bind(str(dirs.scratch), "--bind")
+    bind(str(dirs.build), "--bind")
     cmd += ["--chdir", str(dirs.scratch)]
     if root:
         # Root in the sandbox would still own every root-owned file: keep only what setpriv needs to
@@ -258,9 +265,11 @@ def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
         return SandboxSupport(False, bwrap, "setpriv (util-linux) is not installed")
     dirs = WorkerDirs.create("probe", sandbox_owner())
     try:
+        # Alone in its /proc, not root, and able to write its scratch folder by absolute path.
         inner = [sys.executable, "-I", "-S", "-c",
-                 "import os,sys; sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit()]) <= 3 "
-                 "and (os.geteuid() != 0) else 7)"]
+                 "import os,sys; open(os.path.join(sys.argv[1], 'probe'), 'w').close(); "
+                 "sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit()]) <= 3 "
+                 "and (os.geteuid() != 0) else 7)", str(dirs.scratch)]
         cmd = bwrap_command(bwrap, inner, dirs, gpu=gpu, allow_network=allow_network, cache_root=None)
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
