@@ -8,6 +8,7 @@ median, the identity speedup, timed calls per side; then a summary. Run on a GPU
     python scripts/bench_evaluator.py --levels 1 2 3 --out bench.json
     python scripts/bench_evaluator.py --path ~/KernelBench/KernelBench --source directory --levels 1
     python scripts/bench_evaluator.py --repeat 5 --level 3 --problem-id 3   # timing spread
+    python scripts/bench_evaluator.py --sandbox off --out off.json          # the OS sandbox's overhead
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="evaluate each problem this many times")
     p.add_argument("--correctness-trials", type=int, default=5)
     p.add_argument("--timing-budget", type=float, default=1.0)
+    p.add_argument("--sandbox", choices=["auto", "require", "off"], default="auto",
+                   help="OS sandbox around the candidate workers (compare require with off for its overhead)")
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every worker step with the GPU memory each process holds after it")
@@ -53,7 +56,7 @@ def main() -> int:
     if args.problem_id:
         problems = problems.select(ids=args.problem_id)
     settings = EvalSettings(backend="torch", correctness_trials=args.correctness_trials,
-                            timing_budget_s=args.timing_budget)
+                            timing_budget_s=args.timing_budget, sandbox=args.sandbox)
     jobs = []
     for prob in problems:
         for r in range(args.repeat):
@@ -73,6 +76,7 @@ def main() -> int:
             "speedup": res.speedup, "n": res.runtime.n if res.runtime else 0,
             "stage_s": res.stage_times_s, "flags": res.flags,
             "gpu": res.environment.gpu_name if res.environment else None,
+            "isolation": res.environment.isolation if res.environment else None,
             "cand_samples": res.runtime.samples_ms if res.runtime else [],
             "ref_samples": res.ref_runtime.samples_ms if res.ref_runtime else [],
             "timing_note": res.timing_note,
@@ -100,6 +104,13 @@ def main() -> int:
         print(f"identity speedup: min {min(sp):.4f} max {max(sp):.4f} median {statistics.median(sp):.4f}; "
               f"within [0.97,1.03]: {within3}/{len(sp)}; within [0.99,1.01]: {within1}/{len(sp)} "
               f"({within1 / len(sp):.0%})")
+    stages: dict[str, float] = {}
+    for r in rows:
+        for k, v in (r["stage_s"] or {}).items():
+            stages[k] = stages.get(k, 0.0) + v
+    isolations = sorted({str(r["isolation"]) for r in rows})
+    print(f"isolation: {', '.join(isolations)}; mean seconds per evaluation by stage: "
+          + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in stages.items()))
     if args.repeat > 1:
         by = {}
         for r in ok:
@@ -109,7 +120,9 @@ def main() -> int:
             print(f"repeat spread L{key[0]} #{key[1]}: ref medians {', '.join(f'{v:.4f}' for v in vals)} ms; "
                   f"spread {spread:.2%}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"total_s": total, "rows": rows}, indent=1))
+        Path(args.out).write_text(json.dumps({"total_s": total, "sandbox": args.sandbox, "isolation": isolations,
+                                              "stage_means_s": {k: v / max(1, len(rows)) for k, v in stages.items()},
+                                              "rows": rows}, indent=1))
     return 0
 
 
