@@ -190,7 +190,7 @@ def exposed_paths(cache_root: str | None) -> list[tuple[str, bool]]:
 
 
 def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, allow_network: bool,
-                  cache_root: str | None) -> list[str]:
+                  cache_root: str | None, shm_dir: str | None = None) -> list[str]:
     """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``."""
     cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not allow_network:
@@ -199,6 +199,9 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     if not root:
         cmd.append("--unshare-user")
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # /dev/shm: the worker's own folder of the host's (PyTorch's CUDA IPC counters live there, and the
+    # parent relays them to the reference), else an empty tmpfs.
+    cmd += ["--bind", shm_dir, "/dev/shm"] if shm_dir else ["--perms", "1777", "--tmpfs", "/dev/shm"]
     if gpu:
         for node in _gpu_nodes():
             cmd += ["--dev-bind", node, node]

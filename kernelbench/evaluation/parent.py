@@ -426,6 +426,14 @@ def _publish_after_exit(worker: WorkerProcess, reply: dict, job: EvalJob) -> Non
     worker.after_exit = publish
 
 
+def _relayed(cand: WorkerProcess, reply: dict, where: str) -> dict:
+    """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_ipc)."""
+    try:
+        return {**reply, "outputs": cand.relay_ipc(reply.get("outputs")), "inputs": cand.relay_ipc(reply.get("inputs"))}
+    except (ValueError, OSError) as e:
+        raise WorkerFailed({"ok": False, "where": where, "type": "TransportError", "message": str(e)}) from None
+
+
 def _builds_log(reply: dict) -> str | None:
     events = reply.get("builds") or []
     parts = []
@@ -588,6 +596,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         try:
             creply, cblobs = _call(cand, {"cmd": "run", "seed": seed, "fwd_seed": fwd, "poison": True},
                                    s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
+            creply = _relayed(cand, creply, "run")
         except WorkerFailed as e:
             r = e.reply
             stage = _stage_of(r, Stage.RUN)
@@ -728,6 +737,7 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
             break
     # The very last timed call is also checked element by element.
     exp, eblobs = _call(cand, {"cmd": "export_last"}, s.stage_timeout_s, Stage.TIMING, "export of the last timed output")
+    exp = _relayed(cand, exp, "time")
     comp, _ = _ref_call(ref, {"cmd": "compare", "slot": "last", "tree": exp.get("tree"), "outputs": exp.get("outputs"),
                               "inputs": exp.get("inputs")}, s.stage_timeout_s, "check of the last timed output", eblobs)
     _call(cand, {"cmd": "release"}, s.stage_timeout_s, Stage.TIMING, "release")

@@ -7,17 +7,21 @@ chooses their environment exactly (no secrets, no inherited state) without touch
 
 from __future__ import annotations
 
+import base64
 import collections
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,8 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 OUTPUT_TAIL_BYTES = 64 * 1024
+#: The shared-memory names PyTorch gives CUDA IPC reference counters: "/torch_<pid>_<n>".
+_SHM_NAME = re.compile(r"/torch_\d{1,10}_\d{1,20}")
 
 
 def is_secret_name(name: str) -> bool:
@@ -140,9 +146,18 @@ class WorkerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [sys.executable, "-m", "kernelbench.evaluation.worker", "--fd", str(child_fd),
                "--role", role, "--device", device]
+        #: The sandbox's /dev/shm, a folder of the host's /dev/shm (see :meth:`relay_ipc`).
+        self.shm_dir: Path | None = None
+        self._shm_tag = uuid.uuid4().hex[:12]
+        if confinement is not None and os.path.isdir("/dev/shm"):
+            self.shm_dir = Path(tempfile.mkdtemp(prefix=f"kb-shm-{self._shm_tag}-", dir="/dev/shm"))
+            owner = sandbox_owner()
+            if owner is not None:
+                os.chown(self.shm_dir, *owner)
         if confinement is not None:
             cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
-                                allow_network=confinement.allow_network, cache_root=confinement.cache_root)
+                                allow_network=confinement.allow_network, cache_root=confinement.cache_root,
+                                shm_dir=str(self.shm_dir) if self.shm_dir else None)
         self.proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, pass_fds=(child_fd,), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -157,6 +172,49 @@ class WorkerProcess:
         self.info: dict = {}
         self.preloaded: list[str] = []  # modules a reference worker imported at start (baselines)
         self._main_pid: int | None = None
+
+    def relay_ipc(self, descs: object) -> object:
+        """Let the reference open the reference counters of CUDA tensors this confined worker shares.
+
+        PyTorch's CUDA IPC keeps a counter per shared block in a POSIX shared-memory file that the receiver
+        opens by name; a sandboxed candidate creates it in its private /dev/shm (a folder of the host's),
+        which the reference cannot see. The parent links each named file into the host's /dev/shm under a
+        name of this worker's own and rewrites the descriptor. Names are checked, links never followed,
+        only regular files relayed; the links go when the worker does.
+        """
+        if self.shm_dir is None or not isinstance(descs, list):
+            return descs
+        out = []
+        for d in descs:
+            ipc = d.get("ipc") if isinstance(d, dict) else None
+            if isinstance(ipc, dict):
+                try:
+                    name = base64.b64decode(str(ipc.get("ref_counter_handle")), validate=True).decode("ascii")
+                except ValueError:
+                    raise ValueError("bad CUDA IPC reference counter handle") from None
+                if not _SHM_NAME.fullmatch(name):
+                    raise ValueError(f"unexpected CUDA IPC reference counter name {name[:80]!r}")
+                relayed = f"kb{self._shm_tag}_{name[1:]}"
+                target = Path("/dev/shm") / relayed
+                if not target.exists():
+                    os.link(self.shm_dir / name[1:], target, follow_symlinks=False)
+                    if not stat.S_ISREG(os.lstat(target).st_mode):
+                        target.unlink()
+                        raise ValueError(f"CUDA IPC reference counter {name!r} is not a regular file")
+                d = {**d, "ipc": {**ipc, "ref_counter_handle": base64.b64encode(b"/" + relayed.encode()).decode()}}
+            out.append(d)
+        return out
+
+    def _remove_shm(self) -> None:
+        if self.shm_dir is None:
+            return
+        for f in Path("/dev/shm").glob(f"kb{self._shm_tag}_*"):
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
+        self.shm_dir = None
 
     @property
     def isolation(self) -> str:
@@ -231,6 +289,7 @@ class WorkerProcess:
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None
+        self._remove_shm()
         if self.dirs is not None:
             hook, self.after_exit = self.after_exit, None
             if hook is not None:
