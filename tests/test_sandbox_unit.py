@@ -71,7 +71,7 @@ def test_cuda_ipc_counters_are_relayed_safely_and_removed_with_the_worker(tmp_pa
                      confinement=Confinement(support.bwrap, False, None))
     try:
         assert w.shm_dir is not None and w.shm_dir.parent == Path("/dev/shm")
-        (w.shm_dir / "torch_2_123").write_bytes(b"\0" * 64)
+        (w.shm_dir / "torch_2_4130068536_0").write_bytes(b"\0" * 64)
         secret = tmp_path / "secret"
         secret.write_text("CANARY")
         (w.shm_dir / "torch_2_456").symlink_to(secret)
@@ -79,14 +79,14 @@ def test_cuda_ipc_counters_are_relayed_safely_and_removed_with_the_worker(tmp_pa
         def desc(name: str) -> list[dict]:
             return [{"dtype": "float32", "shape": [4], "ipc": {"ref_counter_handle": base64.b64encode(name.encode()).decode()}}]
 
-        out = w.relay_ipc(desc("/torch_2_123"))
+        out = w.relay_ipc(desc("/torch_2_4130068536_0"))
         relayed = base64.b64decode(out[0]["ipc"]["ref_counter_handle"]).decode()
-        assert relayed.startswith("/kb") and relayed.endswith("torch_2_123")
-        assert os.path.samefile("/dev/shm" + relayed, w.shm_dir / "torch_2_123")
+        assert relayed.startswith("/kb") and relayed.endswith("torch_2_4130068536_0")
+        assert os.path.samefile("/dev/shm" + relayed, w.shm_dir / "torch_2_4130068536_0")
         assert w.relay_ipc([{"blob": 0}]) == [{"blob": 0}]  # CPU tensors pass untouched
         with pytest.raises(ValueError, match="not a regular file"):
             w.relay_ipc(desc("/torch_2_456"))
-        for bad in ("/../../etc/passwd", "/torch_2_1/x", "torch_2_1", "/psm_secret"):
+        for bad in ("/../../etc/passwd", "/torch_2_1/x", "torch_2_1", "/psm_secret", "/torch_2_1_2_3_4_5"):
             with pytest.raises(ValueError, match="unexpected"):
                 w.relay_ipc(desc(bad))
         linked = "/dev/shm" + relayed

@@ -37,8 +37,8 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 OUTPUT_TAIL_BYTES = 64 * 1024
-#: The shared-memory names PyTorch gives CUDA IPC reference counters: "/torch_<pid>_<n>".
-_SHM_NAME = re.compile(r"/torch_\d{1,10}_\d{1,20}")
+#: The shared-memory names PyTorch gives CUDA IPC reference counters: "/torch_<pid>_<random>_<n>".
+_SHM_NAME = re.compile(r"/torch_\d{1,10}(_\d{1,20}){1,3}")
 
 
 def is_secret_name(name: str) -> bool:
