@@ -43,7 +43,8 @@ def test_home_cwd_and_temporary_folders_are_hidden_and_python_shows_through(tmp_
 
 
 def test_command_line_confines_and_drops_root(tmp_path):
-    dirs = isolation.WorkerDirs.create("unit", None)
+    owner = isolation.sandbox_owner()
+    dirs = isolation.WorkerDirs.create("unit", owner)
     try:
         cmd = isolation.bwrap_command("/bin/bwrap", ["python", "-c", "pass"], dirs, gpu=False, allow_network=False,
                                       cache_root=None, shm_dir=None)
@@ -53,13 +54,19 @@ def test_command_line_confines_and_drops_root(tmp_path):
         assert cmd[cmd.index("--proc") + 1] == "/proc"
         assert ["--bind", str(dirs.scratch), str(dirs.scratch)] == cmd[cmd.index(str(dirs.scratch)) - 1:][:3]
         if os.geteuid() == 0:
-            assert "--reuid=65534" in cmd and "--no-new-privs" in cmd
+            assert f"--reuid={owner[0]}" in cmd and "--no-new-privs" in cmd and owner[0] >= isolation.SANDBOX_UID_BASE
+            assert isolation.sandbox_owner()[0] != owner[0], "each worker gets a uid of its own"
             assert cmd[cmd.index("--cap-drop") + 1] == "ALL"
         else:
             assert "--unshare-user" in cmd
         open_net = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=False, allow_network=True,
                                            cache_root=None)
         assert "--unshare-net" not in open_net
+        if os.geteuid() == 0:  # a GPU worker shares the host's PIDs (CUDA IPC) behind a /proc of its own uid
+            gpu = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=True, allow_network=False, cache_root=None)
+            assert "--unshare-pid" not in gpu
+            proc = isolation.private_proc()
+            assert proc is None or gpu[gpu.index("/proc") - 1] == proc
     finally:
         dirs.cleanup()
 
@@ -109,7 +116,7 @@ def test_a_confined_worker_sees_only_itself(tmp_path):
         assert len(nspid) == 3 and int(nspid[-1]) <= 3, nspid  # host pid, then its own small pid
         if os.geteuid() == 0:
             uid = [line for line in status.splitlines() if line.startswith("Uid:")][0].split()[1:]
-            assert set(uid) == {str(isolation.SANDBOX_UID)}
+            assert len(set(uid)) == 1 and int(uid[0]) >= isolation.SANDBOX_UID_BASE, uid
         assert w.dirs is not None and w.dirs.scratch.is_dir()
         root = w.dirs.root
     finally:

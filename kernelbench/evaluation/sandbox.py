@@ -78,7 +78,7 @@ def private_environment(dirs: WorkerDirs, confinement: Confinement | None) -> di
            "TORCH_EXTENSIONS_DIR": os.path.join(build, "torch_extensions"),
            compile_cache.BUILD_DIR_ENV: build, compile_cache.CACHE_ENV: str(compile_cache.base_root())}
     if confinement is not None:
-        env["TMPDIR"] = "/tmp"
+        env.update({"TMPDIR": "/tmp", "USER": "kbsandbox", "LOGNAME": "kbsandbox"})
     return env
 
 
