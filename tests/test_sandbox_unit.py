@@ -49,7 +49,7 @@ def test_command_line_confines_and_drops_root(tmp_path):
         cmd = isolation.bwrap_command("/bin/bwrap", ["python", "-c", "pass"], dirs, gpu=False, allow_network=False,
                                       cache_root=None, shm_dir=None)
         assert cmd[0] == "/bin/bwrap" and cmd[-3:] == ["python", "-c", "pass"]
-        for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"):
+        for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"):  # CPU
             assert flag in cmd
         assert cmd[cmd.index("--proc") + 1] == "/proc"
         assert ["--bind", str(dirs.scratch), str(dirs.scratch)] == cmd[cmd.index(str(dirs.scratch)) - 1:][:3]

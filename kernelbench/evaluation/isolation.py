@@ -201,9 +201,9 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     """
     proc = private_proc() if gpu else None
     own_pids = not gpu
-    cmd = [bwrap, "--die-with-parent", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    if own_pids:
-        cmd.append("--unshare-pid")
+    cmd = [bwrap, "--die-with-parent", "--unshare-uts", "--unshare-cgroup-try"]
+    if own_pids:  # and its own IPC namespace: CUDA IPC is not tried across one, so the GPU keeps the host's
+        cmd += ["--unshare-pid", "--unshare-ipc"]
     if not allow_network:
         cmd.append("--unshare-net")
     root = _is_root()
@@ -296,7 +296,8 @@ def private_proc() -> str | None:
         return None
     d = tempfile.mkdtemp(prefix="kb-proc-")
     try:
-        out = subprocess.run(["mount", "-t", "proc", "-o", "hidepid=invisible,subset=pid", "proc", d],
+        # Not subset=pid: the CUDA driver reads /proc/driver/nvidia (cudaGetDeviceCount fails with 304 without it).
+        out = subprocess.run(["mount", "-t", "proc", "-o", "hidepid=invisible", "proc", d],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError) as e:
         log.info("no private procfs (%s)", e)
