@@ -62,11 +62,9 @@ def test_command_line_confines_and_drops_root(tmp_path):
         open_net = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=False, allow_network=True,
                                            cache_root=None)
         assert "--unshare-net" not in open_net
-        if os.geteuid() == 0:  # a GPU worker shares the host's PIDs (CUDA IPC) behind a /proc of its own uid
+        if os.geteuid() == 0:  # a GPU worker shares the host's PIDs (CUDA IPC), its uid its own
             gpu = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=True, allow_network=False, cache_root=None)
-            assert "--unshare-pid" not in gpu
-            proc = isolation.private_proc()
-            assert proc is None or gpu[gpu.index("/proc") - 1] == proc
+            assert "--unshare-pid" not in gpu and "--unshare-net" in gpu
     finally:
         dirs.cleanup()
 
@@ -122,3 +120,18 @@ def test_a_confined_worker_sees_only_itself(tmp_path):
     finally:
         w.kill()
     assert not root.exists(), "private folders are removed with the worker"
+
+
+def test_gpu_candidates_are_not_confined_until_the_layout_is_proven(monkeypatch):
+    """auto: process isolation with the reason; require: one clear error, nothing evaluated."""
+    monkeypatch.delenv(isolation.GPU_OPT_IN_ENV, raising=False)
+    isolation.probe.cache_clear()
+    try:
+        support = isolation.probe(True)
+        assert not support.available and "not yet proven on a GPU" in support.message()
+        assert "--no-sandbox" in support.message()
+        assert isolation.resolve("auto", True) is None
+        with pytest.raises(isolation.SandboxUnavailable, match="GPU"):
+            isolation.resolve("require", True)
+    finally:
+        isolation.probe.cache_clear()

