@@ -1,0 +1,311 @@
+"""Problem-set identity: KernelBench's hash, the pinned manifest, and no score that mixes two sets.
+
+A small official layout (``KernelBench/level1/<id>_<Name>.py``) is written by these tests from
+problems of their own; a manifest made from it stands in for the pinned official one through
+``KERNELBENCH_MANIFEST``, as the real one would for the real dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelbench import __version__
+from kernelbench.baselines import BaselineEntry, BaselineFile, load_baseline
+from kernelbench.problems import load_builtin, load_directory
+from kernelbench.problems.identity import (
+    MANIFEST_ENV,
+    ProblemSetIdentity,
+    ProblemSetMismatchError,
+    identify,
+    kernelbench_code_hash,
+    official_manifest,
+    write_manifest,
+)
+from kernelbench.results import KernelResult, TimingStats
+from kernelbench.runs import result_to_entry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBLEM = '''"""{doc}"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return {expr}  # the operation
+
+
+def get_inputs():
+    return [torch.randn({size})]
+
+
+def get_init_inputs():
+    return []
+'''
+#: id -> (name, expression): five level-1 problems written for these tests.
+TEST_PROBLEMS = {1: ("ReLU_test", "torch.relu(x)"), 2: ("Tanh_test", "torch.tanh(x)"),
+                 3: ("Sigmoid_test", "torch.sigmoid(x)"), 4: ("Abs_test", "torch.abs(x)"),
+                 5: ("Neg_test", "-x")}
+
+
+def write_layout(root: Path, size: int = 16, doc: str = "test problem") -> Path:
+    """``root/KernelBench/level1/<id>_<Name>.py``: KernelBench's own layout."""
+    level1 = root / "KernelBench" / "level1"
+    level1.mkdir(parents=True, exist_ok=True)
+    for pid, (name, expr) in TEST_PROBLEMS.items():
+        (level1 / f"{pid}_{name}.py").write_text(PROBLEM.format(doc=doc, expr=expr, size=size))
+    return root / "KernelBench"
+
+
+@pytest.fixture
+def official(tmp_path, monkeypatch):
+    """The test layout, pinned as the official set through a manifest made from it."""
+    folder = write_layout(tmp_path / "checkout")
+    pinned = ProblemSetIdentity("kernelbench", "test-rev-1", identify(load_directory(folder)).hashes)
+    manifest = tmp_path / "manifest.json"
+    write_manifest(pinned, manifest)
+    monkeypatch.setenv(MANIFEST_ENV, str(manifest))
+    return folder
+
+
+def load_script(name: str):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ------------------------------------------------------------------------------------- hashing
+def test_hash_is_kernelbench_formula_md5_without_docstrings_comments_and_whitespace():
+    code = 'import torch\n"""a docstring"""\nB = 1  # batch\n\'\'\'more\ntext\'\'\'\nx = "s"\n'
+    assert kernelbench_code_hash(code) == hashlib.md5(b'importtorchB=1x="s"').hexdigest()
+    # Re-documenting or re-formatting keeps the hash; changing a number does not.
+    assert kernelbench_code_hash(code.replace("a docstring", "other words").replace("B = 1", "B=1")) == \
+        kernelbench_code_hash(code)
+    assert kernelbench_code_hash(code.replace("B = 1", "B = 64")) != kernelbench_code_hash(code)
+
+
+def test_shipped_manifest_pins_the_official_levels_with_names_and_hashes_only(monkeypatch):
+    monkeypatch.delenv(MANIFEST_ENV, raising=False)
+    m = official_manifest()
+    assert m.name == "kernelbench" and len(m.revision) == 40
+    counts = {lv: sum(1 for k in m.hashes if k.startswith(f"level{lv}/")) for lv in (1, 2, 3, 4)}
+    assert counts == {1: 100, 2: 100, 3: 50, 4: 20}
+    assert all(len(h) == 32 and int(h, 16) >= 0 for h in m.hashes.values())
+    assert "level1/1_Square_matrix_multiplication_.py" in m.hashes
+
+
+# ------------------------------------------------------------------------------------ identity
+def test_builtin_is_builtin_at_the_package_version():
+    ident = identify(load_builtin(levels=[1]))
+    assert ident.name == "builtin" and ident.revision == __version__
+    assert all(k.startswith("level1/") for k in ident.hashes) and len(ident.hashes) == len(load_builtin(levels=[1]))
+
+
+def test_a_checkout_is_the_official_set_only_when_every_hash_matches(official, tmp_path):
+    ident = identify(load_directory(official))
+    assert (ident.name, ident.revision) == ("kernelbench", "test-rev-1")
+    # Documentation changes keep the identity (KernelBench's hash drops docstrings).
+    redoc = write_layout(tmp_path / "redoc", doc="reworded")
+    assert identify(load_directory(redoc)).name == "kernelbench"
+    # A different input size is a different problem: named, not silently official.
+    changed = write_layout(tmp_path / "changed", size=32)
+    with pytest.raises(ProblemSetMismatchError, match=r"does not hash the same as kernelbench@test-rev-1: "
+                                                      r"level1/1_ReLU_test.py, level1/2_Tanh_test.py"):
+        identify(load_directory(changed))
+
+
+def test_problems_outside_the_manifest_are_a_custom_set(official, tmp_path):
+    other = tmp_path / "other" / "level1"
+    other.mkdir(parents=True)
+    (other / "1_Other.py").write_text(PROBLEM.format(doc="x", expr="x * 2", size=8))
+    assert identify(load_directory(other.parent)).name == "custom"
+
+
+# ------------------------------------------------------------- a KernelBench run, as KernelBench scores it
+BASELINE_MEAN = {1: 2.0, 2: 1.0, 3: 4.0, 4: 0.5, 5: 3.0}
+
+
+def kb_entry(sample_id: int, correct: bool, runtime: float) -> dict:
+    return {"sample_id": sample_id, "compiled": True, "correctness": correct, "metadata": {},
+            "runtime": runtime, "runtime_stats": {}}
+
+
+def write_kb_run(cwd: Path) -> None:
+    """What KernelBench's eval_from_generations.py leaves: eval_results.json and kernels, no run.json."""
+    run = cwd / "runs" / "kbrun"
+    run.mkdir(parents=True)
+    results = {
+        "1": [kb_entry(0, True, 1.0)],                          # 2.0 / 1.0  = 2.0x
+        "2": [kb_entry(0, True, 2.0)],                          # 1.0 / 2.0  = 0.5x
+        "3": [kb_entry(0, False, -1.0), kb_entry(1, True, 1.0)],  # sample 0 wrong; sample 1 does not count
+        "4": [kb_entry(0, True, 0.4)],                          # 0.5 / 0.4  = 1.25x
+        # 5: no result at all -> incorrect
+    }
+    (run / "eval_results.json").write_text(json.dumps(results))
+    for pid in results:
+        (run / f"level_1_problem_{pid}_sample_0_kernel.py").write_text("# kernel\n")
+    timing = cwd / "results" / "timing" / "H100_Modal"
+    timing.mkdir(parents=True)
+    names = {pid: f"{pid}_{name}.py" for pid, (name, _) in TEST_PROBLEMS.items()}
+    (timing / "baseline_time_torch.json").write_text(json.dumps({"level1": {
+        names[pid]: {"mean": m, "std": 0.01, "min": m, "max": m, "num_trials": 100, "hardware": "NVIDIA H100",
+                     "device": "cuda:0"} for pid, m in BASELINE_MEAN.items()}}))
+
+
+def test_kernelbench_run_dir_scores_as_kernelbench_script_does(official, tmp_path, monkeypatch):
+    cwd = tmp_path / "kb"
+    cwd.mkdir()
+    write_layout(cwd)  # run from a KernelBench checkout: ./KernelBench/ tells the set
+    write_kb_run(cwd)
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(
+        ["run_name=kbrun", "level=1", "hardware=H100_Modal", "baseline=baseline_time_torch"])
+    assert rc == 0
+    out = json.loads((cwd / "runs" / "kbrun" / "analysis_results.json").read_text())
+    kb = out["kernelbench_compatible"]
+    # KernelBench's formulas by hand: n = 5 problems with a baseline time; correct speedups 2.0, 0.5, 1.25.
+    assert kb["n_aligned"] == 5 and kb["n_correct"] == 3
+    assert kb["fast_p"] == {"fast_0": 3 / 5, "fast_0.5": 2 / 5, "fast_0.8": 2 / 5, "fast_1": 2 / 5,
+                            "fast_1.5": 1 / 5, "fast_2": 0.0}
+    assert kb["geomean_speedup_correct"] == pytest.approx((2.0 * 0.5 * 1.25) ** (1 / 3), rel=1e-12)
+    assert out["problem_set"]["name"] == "kernelbench" and out["problem_set"]["revision"] == "test-rev-1"
+    assert set(out["problem_set"]["hashes"]) == {f"level1/{p}_{n}.py" for p, (n, _) in TEST_PROBLEMS.items()}
+    # Our own score agrees here (full set = aligned set; KernelBench baselines carry only the mean).
+    assert out["levels"]["1"]["fast_p"]["fast_1"] == pytest.approx(2 / 5)
+
+
+def test_nothing_tells_the_set_so_the_script_asks(official, tmp_path, monkeypatch, capsys):
+    cwd = tmp_path / "bare"
+    cwd.mkdir()
+    write_kb_run(cwd)
+    (cwd / "results" / "timing" / "H100_Modal" / "baseline_time_torch.json").unlink()
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=kbrun", "level=1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot tell which problem set run runs/kbrun belongs to" in err and "--source" in err
+    assert not (cwd / "runs" / "kbrun" / "analysis_results.json").exists()
+
+
+def test_a_baseline_naming_official_problems_without_them_here_says_where_to_get_them(tmp_path, monkeypatch,
+                                                                                      capsys):
+    monkeypatch.delenv(MANIFEST_ENV, raising=False)
+    cwd = tmp_path / "nokb"
+    run = cwd / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "eval_results.json").write_text(json.dumps({"1": [kb_entry(0, True, 1.0)]}))
+    base = cwd / "kb_baseline.json"
+    base.write_text(json.dumps({"level1": {"1_Square_matrix_multiplication_.py": {"mean": 1.0}}}))
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=r", "level=1", f"baseline_file={base}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "official KernelBench problems" in err and "run from a KernelBench checkout" in err
+
+
+# ------------------------------------------------------------------------------------ bad input
+def test_baseline_of_another_set_is_refused_and_nothing_is_written(official, tmp_path, monkeypatch, capsys):
+    cwd = tmp_path / "kb"
+    cwd.mkdir()
+    write_layout(cwd)
+    write_kb_run(cwd)
+    builtin_names = {p.filename: {"mean": 1.0} for p in load_builtin(levels=[1])}
+    other = cwd / "builtin_baseline.json"
+    other.write_text(json.dumps({"level1": builtin_names}))
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=kbrun", "level=1", f"baseline_file={other}"])
+    err = capsys.readouterr().err
+    first = sorted(f"level1/{n}" for n in builtin_names)[0]
+    assert rc == 2 and "names problems that are not in kernelbench@test-rev-1" in err and first in err
+    assert not (cwd / "runs" / "kbrun" / "analysis_results.json").exists()
+
+
+def test_baseline_recording_other_hashes_is_refused(official, tmp_path, monkeypatch, capsys):
+    """A baseline measured on a changed copy of the same names: same file names, other problems."""
+    cwd = tmp_path / "kb"
+    cwd.mkdir()
+    write_layout(cwd)
+    write_kb_run(cwd)
+    changed = load_directory(write_layout(tmp_path / "changed", size=32))
+    path = cwd / "ours.json"
+    f = BaselineFile(path, {})
+    for p in changed:
+        f.put(p, "eager", BaselineEntry(mean=1.0, median=1.0), save=False)
+    f.save()
+    assert load_baseline(path).problem_set.name == "custom"
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=kbrun", "level=1", f"baseline_file={path}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "was made from problem set custom@" in err and "not kernelbench@test-rev-1" in err
+    assert not (cwd / "runs" / "kbrun" / "analysis_results.json").exists()
+
+
+def test_run_whose_kernels_name_problems_of_another_set_is_refused(official, tmp_path, monkeypatch, capsys):
+    cwd = tmp_path / "kb"
+    run = cwd / "runs" / "mixed"
+    run.mkdir(parents=True)
+    write_layout(cwd)
+    # Our own results name their problem: these were made on the built-in suite's level 1.
+    builtin = {p.problem_id: p for p in load_builtin(levels=[1])}
+    entries = {}
+    for pid in (1, 4):
+        r = KernelResult(level=1, problem_id=pid, problem_name=builtin[pid].name, backend="cuda", compiled=True,
+                         correct=True, runtime=TimingStats(samples_ms=[1.0]))
+        entries[str(pid)] = [result_to_entry(r)]
+    (run / "eval_results.json").write_text(json.dumps(entries))
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=mixed", "level=1", "dataset_src=local"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "was made on another problem set" in err
+    assert f"problem 1 is {builtin[1].name} in the run but 1_ReLU_test" in err
+    assert not (run / "analysis_results.json").exists()
+    # --force scores it anyway (with a warning), for whoever knows better.
+    assert load_script("benchmark_eval_analysis").main(
+        ["run_name=mixed", "level=1", "dataset_src=local", "force=true"]) == 0
+    assert "scoring anyway" in capsys.readouterr().err
+
+
+def test_run_json_recording_another_set_is_refused(official, tmp_path, monkeypatch, capsys):
+    cwd = tmp_path / "kb"
+    write_kb_run(cwd)
+    write_layout(cwd)
+    run = cwd / "runs" / "kbrun"
+    builtin = identify(load_builtin(levels=[1]))
+    (run / "run.json").write_text(json.dumps({"level": 1, "source": "directory", "source_path": "KernelBench",
+                                              "problem_set": builtin.to_dict()}))
+    monkeypatch.chdir(cwd)
+    rc = load_script("benchmark_eval_analysis").main(["run_name=kbrun", "level=1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"was made from problem set builtin@{__version__}, not kernelbench@test-rev-1" in err
+
+
+def test_kernelbench_keys_get_their_meaning_or_a_reason(tmp_path, capsys):
+    m = load_script("benchmark_eval_analysis")
+    args = m._kv.parse_kv(["run_name=r", "level=1", "eval_results_dir=/elsewhere/runs"], m.KEYS)
+    argv = m.build_argv(args)
+    assert argv[argv.index("--run-dir") + 1] == str(Path("/elsewhere/runs/r"))
+    with pytest.raises(m._kv.KvError, match="problem_ids= is not supported: scores are over the whole level"):
+        m.build_argv(m._kv.parse_kv(["run_name=r", "level=1", "problem_ids=[1,2]"], m.KEYS))
+
+
+def test_geomean_with_an_untimed_correct_kernel_is_nan_like_numpy():
+    from kernelbench.baselines import Baseline
+    from kernelbench.problems.model import Problem, ProblemSet
+    from kernelbench.scoring import kernelbench_figures
+
+    p = Problem(level=1, problem_id=1, name="1_A", code="x = 1\n", source="test")
+    b = Baseline({1: {"1_A.py": BaselineEntry(mean=1.0)}})
+    r = KernelResult(level=1, problem_id=1, problem_name="1_A", backend="cuda", compiled=True, correct=True)
+    fig = kernelbench_figures(ProblemSet([p]), [r], b)
+    assert math.isnan(fig.geomean_speedup_correct) and fig.fast_p[0.0] == 0.0
