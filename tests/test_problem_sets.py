@@ -309,3 +309,56 @@ def test_geomean_with_an_untimed_correct_kernel_is_nan_like_numpy():
     r = KernelResult(level=1, problem_id=1, problem_name="1_A", backend="cuda", compiled=True, correct=True)
     fig = kernelbench_figures(ProblemSet([p]), [r], b)
     assert math.isnan(fig.geomean_speedup_correct) and fig.fast_p[0.0] == 0.0
+
+
+# ------------------------------------------------------------------- KernelBench's other keys
+def parse(script: str, argv: list[str]):
+    m = load_script(script)
+    return m, m.build_argv(m._kv.parse_kv(argv, m.KEYS))
+
+
+def test_problem_ids_is_a_list_of_ids_never_a_range():
+    _, argv = parse("eval_from_generations", ["run_name=r", "level=1", "dataset_src=builtin", "problem_ids=[3,7]"])
+    assert argv[argv.index("--problem-ids") + 1] == "3,7"
+    _, argv = parse("generate_samples", ["run_name=r", "level=1", "dataset_src=builtin", "model_name=m",
+                                         "problem_ids=[71,86,95]"])
+    assert argv[argv.index("--problem-ids") + 1] == "71,86,95"
+    m = load_script("eval_from_generations")
+    with pytest.raises(m._kv.KvError, match="subset= or problem_ids=, not both"):
+        m.build_argv(m._kv.parse_kv(["run_name=r", "level=1", "dataset_src=builtin", "subset=(1,3)",
+                                     "problem_ids=[2]"], m.KEYS))
+
+
+def test_timing_method_and_check_kernel_mean_what_happens_or_are_refused():
+    _, argv = parse("eval_from_generations", ["run_name=r", "level=1", "dataset_src=builtin",
+                                              "timing_method=cuda_event", "check_kernel=true"])
+    assert "evaluate-run" in argv
+    m = load_script("eval_from_generations")
+    base = ["run_name=r", "level=1", "dataset_src=builtin"]
+    with pytest.raises(m._kv.KvError, match="timing_method=do_bench is not supported: the evaluator times with "
+                                            "CUDA events only"):
+        m.build_argv(m._kv.parse_kv([*base, "timing_method=do_bench"], m.KEYS))
+    with pytest.raises(m._kv.KvError, match="timing_method=stopwatch is unknown"):
+        m.build_argv(m._kv.parse_kv([*base, "timing_method=stopwatch"], m.KEYS))
+    with pytest.raises(m._kv.KvError, match="check_kernel=false is not supported: the static and runtime guards"):
+        m.build_argv(m._kv.parse_kv([*base, "check_kernel=false"], m.KEYS))
+    g = load_script("generate_samples")
+    with pytest.raises(g._kv.KvError, match="check_kernel=false is not supported"):
+        g.build_argv(g._kv.parse_kv(["run_name=r", "level=1", "dataset_src=builtin", "model_name=m",
+                                     "check_kernel=false"], g.KEYS))
+
+
+def test_presets_greedy_and_verbose_logging():
+    _, argv = parse("generate_samples", ["run_name=r", "level=1", "dataset_src=builtin", "model_name=m", ".greedy"])
+    assert argv[argv.index("--temperature") + 1] == "0.0"
+    # An explicit key still wins over the preset.
+    _, argv = parse("generate_samples", ["run_name=r", "level=1", "dataset_src=builtin", "model_name=m",
+                                         ".greedy", "temperature=0.7"])
+    assert argv[argv.index("--temperature") + 1] == "0.7"
+    _, argv = parse("eval_from_generations", ["run_name=r", "level=1", "dataset_src=builtin", ".verbose_logging"])
+    assert argv[0] == "-v"
+    m = load_script("eval_from_generations")
+    with pytest.raises(m._kv.KvError, match=r"preset \.greedy means temperature=0, which this script does not take"):
+        m._kv.parse_kv(["run_name=r", "level=1", "dataset_src=builtin", ".greedy"], m.KEYS)
+    with pytest.raises(m._kv.KvError, match=r"unknown preset '\.fast'"):
+        m._kv.parse_kv(["run_name=r", "level=1", ".fast"], m.KEYS)
