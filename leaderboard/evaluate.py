@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.problems.identity import identify
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
 from kernelbench.runs import RunDirectory
@@ -194,7 +195,8 @@ def evaluate_submission(
     elif results_dir is not None:
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),
-            problem_source=problems.source, runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
+            problem_source=problems.source, problem_set=identify(problems).to_dict(),
+            runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
             evaluated_on=date.today().isoformat(), settings=_settings_record(settings), results=results,
         )
         bundle_path = write_bundle(bundle, results_dir)
@@ -256,7 +258,8 @@ def bundle_from_runs(
                     pass
             results.append(r)
     return ResultsBundle(entry=entry, gpu=check_gpu_label(gpu), submission_sha256=submission.sha256(),
-                         problem_source=problems.source, runner="imported", evaluated_on=evaluated_on,
+                         problem_source=problems.source, problem_set=identify(problems).to_dict(),
+                         runner="imported", evaluated_on=evaluated_on,
                          results=results)
 
 

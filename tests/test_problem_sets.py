@@ -362,3 +362,60 @@ def test_presets_greedy_and_verbose_logging():
         m._kv.parse_kv(["run_name=r", "level=1", "dataset_src=builtin", ".greedy"], m.KEYS)
     with pytest.raises(m._kv.KvError, match=r"unknown preset '\.fast'"):
         m._kv.parse_kv(["run_name=r", "level=1", ".fast"], m.KEYS)
+
+
+# ------------------------------------------------------------------------------------ leaderboard
+def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None):
+    from fixtures.leaderboard import factory as F
+
+    from leaderboard.aggregate import AggregateConfig
+    from leaderboard.bundle import ResultsBundle, write_bundle
+    from leaderboard.schema import load_submission
+
+    keys = {"level_1_problem_1_sample_0": F.kernel("triton_relu")}
+    sub = load_submission(F.write_submission(root / "submissions" / "alpha.json", F.submission_dict("Alpha", keys)))
+    write_bundle(ResultsBundle(entry="alpha", gpu="H100", submission_sha256=sub.sha256(), problem_source="test",
+                               problem_set=problem_set, evaluated_on="2026-03-01",
+                               results=[F.result(1, 1, "1_ReLU", candidate_ms=0.5)]), root / "data" / "evaluations")
+    if baseline is not None:
+        (root / "baselines").mkdir()
+        (root / "baselines" / "H100.json").write_text(json.dumps(baseline))
+    return F.problems(), AggregateConfig(submissions_dir=root / "submissions",
+                                         evaluations_dir=root / "data" / "evaluations",
+                                         baselines_dir=root / "baselines", exclusions_path=None,
+                                         out_dir=root / "data")
+
+
+def test_aggregate_records_and_accepts_bundles_of_the_boards_set(tmp_path):
+    from fixtures.leaderboard import factory as F
+
+    from leaderboard.aggregate import aggregate
+
+    problems, cfg = lb_setup(tmp_path, identify(F.problems()).to_dict())
+    aggregate(problems, cfg)
+    assert (tmp_path / "data" / "index.json").exists()
+
+
+@pytest.mark.parametrize("case", ["other-set", "other-revision-hashes", "baseline-of-another-set"])
+def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
+    from fixtures.leaderboard import factory as F
+
+    from leaderboard.aggregate import aggregate
+    from leaderboard.errors import AggregationError
+
+    board = identify(F.problems())
+    baseline = None
+    if case == "other-set":
+        recorded = identify(load_builtin(levels=[1])).to_dict()
+        expected = f"was made from problem set builtin@{__version__}, not {board.label}"
+    elif case == "other-revision-hashes":
+        recorded = {**board.to_dict(), "hashes": {**board.hashes, "level1/1_ReLU.py": "0" * 32}}
+        expected = "holds other versions of level1/1_ReLU.py"
+    else:
+        recorded = board.to_dict()
+        baseline = F.baseline({(1, p.filename): 1.0 for p in load_builtin(levels=[1])})
+        expected = "names problems that are not in"
+    problems, cfg = lb_setup(tmp_path, recorded, baseline)
+    with pytest.raises(AggregationError, match=expected):
+        aggregate(problems, cfg)
+    assert not (tmp_path / "data" / "index.json").exists()
