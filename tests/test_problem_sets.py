@@ -419,3 +419,32 @@ def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
     with pytest.raises(AggregationError, match=expected):
         aggregate(problems, cfg)
     assert not (tmp_path / "data" / "index.json").exists()
+
+
+# ------------------------------------------------------------------------------------ evaluate-run
+def test_evaluate_run_never_defaults_to_builtin_and_records_the_set(official, tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    cwd = tmp_path / "kb"
+    cwd.mkdir()
+    write_kb_run(cwd)
+    run = cwd / "runs" / "kbrun"
+    (run / "eval_results.json").unlink()
+    monkeypatch.chdir(cwd)
+    assert main(["evaluate-run", "--run-dir", "runs/kbrun", "--problem-ids", "1"]) == 2
+    assert "cannot tell which problem set run runs/kbrun belongs to" in capsys.readouterr().err
+    assert not (run / "run.json").exists() and not (run / "eval_results.json").exists()
+
+    write_layout(cwd)  # now run from a KernelBench checkout
+    assert main(["evaluate-run", "--run-dir", "runs/kbrun", "--problem-ids", "1"]) == 0
+    info = json.loads((run / "run.json").read_text())
+    assert (info["problem_set"]["name"], info["problem_set"]["revision"]) == ("kernelbench", "test-rev-1")
+    assert set(info["problem_set"]["hashes"]) == {f"level1/{p}_{n}.py" for p, (n, _) in TEST_PROBLEMS.items()}
+    before = (run / "eval_results.json").read_bytes()
+
+    # The same run evaluated against the built-in suite is refused, and nothing changes.
+    assert main(["evaluate-run", "--run-dir", "runs/kbrun", "--source", "builtin", "--problem-ids", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"run runs/kbrun was made from problem set kernelbench@test-rev-1, not builtin@{__version__}" in err
+    assert (run / "eval_results.json").read_bytes() == before
+    assert json.loads((run / "run.json").read_text())["problem_set"]["name"] == "kernelbench"
