@@ -448,3 +448,78 @@ def test_evaluate_run_never_defaults_to_builtin_and_records_the_set(official, tm
     assert f"run runs/kbrun was made from problem set kernelbench@test-rev-1, not builtin@{__version__}" in err
     assert (run / "eval_results.json").read_bytes() == before
     assert json.loads((run / "run.json").read_text())["problem_set"]["name"] == "kernelbench"
+
+
+# ------------------------------------------------------------------------------- the official board
+def write_official_layout(root: Path) -> Path:
+    """Levels 1-3 in KernelBench's layout (5 + 2 + 1 problems written for the tests) and level 4 (1)."""
+    folder = write_layout(root)
+    for level, names in ((2, ["Gemm_test", "Conv_test"]), (3, ["MLP_test"]), (4, ["LM_test"])):
+        d = folder / f"level{level}"
+        d.mkdir()
+        for i, name in enumerate(names, start=1):
+            (d / f"{i}_{name}.py").write_text(PROBLEM.format(doc=name, expr=f"x * {level + i}", size=8))
+    return folder
+
+
+@pytest.fixture
+def official_board(tmp_path, monkeypatch):
+    cwd = tmp_path / "board"
+    cwd.mkdir()
+    folder = write_official_layout(cwd)
+    pinned = ProblemSetIdentity("kernelbench", "test-rev-2", identify(load_directory(folder)).hashes)
+    write_manifest(pinned, tmp_path / "manifest.json")
+    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
+def test_leaderboard_ranks_the_official_levels_1_to_3_by_default(official_board, capsys):
+    from fixtures.leaderboard import factory as F
+
+    from kernelbench.cli.main import main
+    from kernelbench.problems import load_problems
+    from leaderboard.bundle import ResultsBundle, write_bundle
+    from leaderboard.schema import load_submission
+
+    official = load_problems("kernelbench", levels=[1, 2, 3])
+    assert official.count_by_level() == {1: 5, 2: 2, 3: 1}  # level 4 is not on the board
+    keys = {"level_1_problem_1_sample_0": F.kernel("triton_relu"), "level_2_problem_1_sample_0": F.kernel("triton_relu")}
+    sub = load_submission(F.write_submission(official_board / "submissions" / "alpha.json",
+                                             F.submission_dict("Alpha", keys)))
+    write_bundle(ResultsBundle(entry="alpha", gpu="H100", submission_sha256=sub.sha256(), problem_source="x",
+                               problem_set=identify(official).to_dict(), evaluated_on="2026-03-01",
+                               results=[F.result(1, 1, "1_ReLU_test", candidate_ms=0.5),
+                                        F.result(2, 1, "1_Gemm_test", candidate_ms=0.25)]),
+                 official_board / "data" / "evaluations")
+    assert main(["leaderboard", "aggregate", "--exclusions", "none.json"]) == 0
+    index = json.loads((official_board / "data" / "index.json").read_text())
+    assert index["levels"] == {"1": 5, "2": 2, "3": 1}
+    overall = index["entries"][0]["scores"]["overall"]
+    # 2 of 8 problems correct (the other 6, missing, count as incorrect); speedups 2x and 4x
+    assert overall["n_problems"] == 8 and overall["correctness_rate"] == 0.25
+    assert overall["fulldeck_geomean"] == round(8 ** (1 / 8), 6)
+    assert main(["leaderboard", "build", "--out", "site"]) == 0
+    html = (official_board / "site" / "index.html").read_text()
+    assert "8 problems" in html and "Alpha" in html
+
+
+def test_official_board_without_the_official_problems_is_one_error(tmp_path, monkeypatch, capsys):
+    from kernelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["leaderboard", "aggregate", "--out", "data"]) == 2
+    assert "cannot load ScalingIntelligence/KernelBench from the Hugging Face hub" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_changed_checkout_is_not_the_official_board(official_board, capsys):
+    from kernelbench.cli.main import main
+
+    p = official_board / "KernelBench" / "level2" / "1_Gemm_test.py"
+    p.write_text(p.read_text().replace("randn(8)", "randn(9)"))
+    assert main(["leaderboard", "aggregate"]) == 2
+    err = capsys.readouterr().err
+    assert "does not hash the same as kernelbench@test-rev-2: level2/1_Gemm_test.py" in err
+    assert not (official_board / "data").exists()
