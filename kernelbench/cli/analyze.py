@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare against another GPU's baseline, one timed with another protocol version, or one "
                         "made on another problem set, anyway")
     p.add_argument("--output", "--json-out", dest="output", default=None, help="also write the scores as JSON")
-    add_source_args(p)
+    add_source_args(p, default_help="the run's: run.json, else ./KernelBench/, else the baseline's problem names")
     # Never silently the built-in suite: None means "find the run's set" (see the description).
     p.set_defaults(func=run, source=None)
 

@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
     p.add_argument("--problem-ids", default=None, help="only these problem ids, e.g. 1,3,5-8")
     p.add_argument("--reevaluate", action="store_true", help="evaluate again kernels that already have a result")
-    add_source_args(p)
+    add_source_args(p, default_help="the run's: run.json, else ./KernelBench/ (never silently builtin)")
     p.set_defaults(source=None)
     add_eval_run_args(p)
     p.set_defaults(func=run)
