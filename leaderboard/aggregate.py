@@ -371,6 +371,8 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     files[out / "index.json"] = {
         "schema_version": DATA_SCHEMA_VERSION,
         "problem_source": problems.source,
+        # The board's set (name and revision); per-problem hashes are in problems/ and the bundles.
+        "problem_set": {"name": identity.name, "revision": identity.revision},
         "levels": {str(lv): n for lv, n in sorted(level_counts.items())},
         "problems": [{"key": p.key, "level": p.level, "problem_id": p.problem_id, "name": p.name} for p in problems],
         "fast_p_thresholds": list(FAST_P_THRESHOLDS),

@@ -162,7 +162,9 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
     build = SiteBuild(out_dir=out)
     gpus: list[str] = index["gpus"]
     levels: dict[str, int] = index["levels"]
-    common = {"title": title, "problem_source": index["problem_source"], "last_evaluated": index["last_evaluated"]}
+    pset = index.get("problem_set")  # absent in data/ aggregated before sets had an identity
+    label = f"{pset['name']}@{pset['revision'][:12]}" if pset else index["problem_source"]
+    common = {"title": title, "problem_source": label, "last_evaluated": index["last_evaluated"]}
     pages: list[tuple[Path, str, dict]] = []
     downloads: list[tuple[Path, str]] = []
     # Each entry's submitted kernels, linked from the table when the submission names no pull request.

@@ -495,13 +495,14 @@ def test_leaderboard_ranks_the_official_levels_1_to_3_by_default(official_board,
     assert main(["leaderboard", "aggregate", "--exclusions", "none.json"]) == 0
     index = json.loads((official_board / "data" / "index.json").read_text())
     assert index["levels"] == {"1": 5, "2": 2, "3": 1}
+    assert index["problem_set"] == {"name": "kernelbench", "revision": "test-rev-2"}
     overall = index["entries"][0]["scores"]["overall"]
     # 2 of 8 problems correct (the other 6, missing, count as incorrect); speedups 2x and 4x
     assert overall["n_problems"] == 8 and overall["correctness_rate"] == 0.25
     assert overall["fulldeck_geomean"] == round(8 ** (1 / 8), 6)
     assert main(["leaderboard", "build", "--out", "site"]) == 0
     html = (official_board / "site" / "index.html").read_text()
-    assert "8 problems" in html and "Alpha" in html
+    assert "8 problems" in html and "Alpha" in html and "Problem set: <code>kernelbench@test-rev-2</code>" in html
 
 
 def test_official_board_without_the_official_problems_is_one_error(tmp_path, monkeypatch, capsys):
