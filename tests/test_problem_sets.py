@@ -524,3 +524,28 @@ def test_a_changed_checkout_is_not_the_official_board(official_board, capsys):
     err = capsys.readouterr().err
     assert "does not hash the same as kernelbench@test-rev-2: level2/1_Gemm_test.py" in err
     assert not (official_board / "data").exists()
+
+
+def test_a_local_copy_of_the_dataset_is_the_official_set_when_it_hashes_the_same(official, tmp_path):
+    """The Hugging Face layout (splits level_N; columns code, level, name, problem_id), saved to disk."""
+    datasets = pytest.importorskip("datasets")
+    from kernelbench.errors import SourceError
+    from kernelbench.problems import load_problems
+
+    problems = load_directory(official)
+    rows = {"code": [p.code for p in problems], "level": [p.level for p in problems],
+            "name": [p.name for p in problems], "problem_id": [p.problem_id for p in problems]}
+    datasets.DatasetDict({"level_1": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "ds"))
+    loaded = load_problems("kernelbench", tmp_path / "ds", levels=[1])
+    assert identify(loaded).label == "kernelbench@test-rev-1" and len(loaded) == 5
+
+    rows["code"][2] = rows["code"][2].replace("randn(16)", "randn(17)")
+    datasets.DatasetDict({"level_1": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "ds2"))
+    with pytest.raises(ProblemSetMismatchError, match="level1/3_Sigmoid_test.py"):
+        load_problems("kernelbench", tmp_path / "ds2", levels=[1])
+    # Problems that are not the official ones at all are refused as the official set.
+    other = tmp_path / "other" / "level1"
+    other.mkdir(parents=True)
+    (other / "1_Other.py").write_text(PROBLEM.format(doc="x", expr="x * 2", size=8))
+    with pytest.raises(SourceError, match="is not the official KernelBench set"):
+        load_problems("kernelbench", other.parent, levels=[1])
