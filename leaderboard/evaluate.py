@@ -156,6 +156,7 @@ def evaluate_submission(
     runs = submission_to_runs(submission, runs_dir, f"{entry}_{label}", ranked_only=True,
                               run_info={"source": _source_kind(problems.source),
                                         "source_path": _source_path(problems.source),
+                                        "problem_set": identify(problems).to_dict(),
                                         "gpu": label, "runner": runner_name})
     pending: list[EvalJob] = []
     reused = 0
@@ -205,6 +206,8 @@ def evaluate_submission(
 
 
 def _source_kind(label: str) -> str:
+    if label.startswith("kernelbench:"):  # the official set read from a folder (load_official)
+        return "kernelbench"
     if label.startswith("directory:"):
         return "directory"
     if label.startswith("huggingface"):
@@ -213,7 +216,7 @@ def _source_kind(label: str) -> str:
 
 
 def _source_path(label: str) -> str | None:
-    for prefix in ("directory:", "huggingface:"):
+    for prefix in ("directory:", "huggingface:", "kernelbench:"):
         if label.startswith(prefix):
             return label[len(prefix):]
     return None
