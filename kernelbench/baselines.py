@@ -42,6 +42,14 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.errors import BaselineError
 from kernelbench.io_utils import atomic_write_json
+from kernelbench.problems.identity import (
+    ProblemSetIdentity,
+    ProblemSetMismatchError,
+    kernelbench_code_hash,
+    problem_ref,
+    ref_of,
+    set_of_problem,
+)
 from kernelbench.problems.model import Problem
 
 if TYPE_CHECKING:
@@ -110,8 +118,11 @@ class Baseline:
     """Times for one mode of one baseline file, looked up by problem (file name, then id prefix)."""
 
     def __init__(self, levels: dict[int, dict[str, BaselineEntry]], mode: str = EAGER,
-                 environment: BaselineEnvironment | None = None, path: Path | None = None):
+                 environment: BaselineEnvironment | None = None, path: Path | None = None,
+                 problem_set: ProblemSetIdentity | None = None):
         self.levels = levels
+        #: The problem set the times were measured on, when the file records it (ours do).
+        self.problem_set = problem_set
         self.mode = mode
         self.environment = environment
         self.path = path
@@ -127,12 +138,18 @@ class Baseline:
         return None
 
     def find(self, problem: Problem) -> BaselineEntry | None:
-        entries = self.levels.get(problem.level, {})
-        if problem.filename in entries:
-            return entries[problem.filename]
-        prefix = f"{problem.problem_id}_"
-        matches = [e for name, e in entries.items() if name.startswith(prefix)]
-        return matches[0] if len(matches) == 1 else None
+        """The entry named like the problem's file; never one that only shares its id prefix.
+
+        Ids collide across problem sets (built-in ``4_Matmul_transposed_A`` and official
+        ``4_Matrix_vector_multiplication_``), so matching by id would time one problem by another's
+        reference.
+        """
+        return self.levels.get(problem.level, {}).get(problem.filename)
+
+    def refs(self, level: int | None = None) -> list[str]:
+        """``level<N>/<file>`` names of every problem the baseline has a time for."""
+        return [problem_ref(lv, name) for lv, entries in sorted(self.levels.items())
+                if level is None or lv == level for name in entries]
 
     def require(self, problem: Problem) -> BaselineEntry:
         entry = self.find(problem)
@@ -183,7 +200,13 @@ def parse_baseline(data: dict, mode: str = EAGER, where: str = "baseline") -> Ba
     levels = _parse_levels(block, where)
     if not levels:
         raise BaselineError(f"{where}: no level1/level2/... blocks for mode {mode!r}")
-    return Baseline(levels, mode=mode, environment=env)
+    pset = None
+    if isinstance(data.get("problem_set"), dict):
+        try:
+            pset = ProblemSetIdentity.from_dict(data["problem_set"], where=f"{where}: problem_set")
+        except ProblemSetMismatchError as e:
+            raise BaselineError(str(e)) from None
+    return Baseline(levels, mode=mode, environment=env, problem_set=pset)
 
 
 def load_baseline(path: str | Path, mode: str = EAGER) -> Baseline:
@@ -604,6 +627,7 @@ class BaselineFile:
         env = environment if environment is not None else (entry.environment or {})
         if env:
             self.check_environment(env)
+        self._record_problem(problem)
         block = self._mode_block(mode, create=True).setdefault(_level_key(problem.level), {})
         block[problem.filename] = entry.model_dump(mode="json", exclude_none=True)
         self._clear_failure(problem, mode)
@@ -611,6 +635,16 @@ class BaselineFile:
             self._merge_environment(env, precision)
         if save:
             self.save()
+
+    def _record_problem(self, problem: Problem) -> None:
+        """Note the problem's set and hash; refuse to put two problem sets' times in one file."""
+        name, revision = set_of_problem(problem)
+        block = self.data.setdefault("problem_set", {"name": name, "revision": revision, "hashes": {}})
+        if (block.get("name"), block.get("revision")) != (name, revision) and not self.force:
+            raise BaselineError(
+                f"{self.path} holds times for problem set {block.get('name')}@{block.get('revision')}; "
+                f"{problem.filename} is from {name}@{revision}: use another file (or --restart)")
+        block.setdefault("hashes", {})[ref_of(problem)] = kernelbench_code_hash(problem.code)
 
     def put_failure(self, problem: Problem, mode: str, error: str, save: bool = True) -> None:
         failures = self.data.setdefault("failures", {})
@@ -633,7 +667,7 @@ class BaselineFile:
 
     def to_dict(self) -> dict[str, Any]:
         """Levels in numeric order, problems by id, then modes, failures and the environment."""
-        top = {k: v for k, v in self.data.items() if k not in ("modes", "failures", "environment")}
+        top = {k: v for k, v in self.data.items() if k not in ("modes", "failures", "environment", "problem_set")}
         out = _sorted_levels(top)
         if self.data.get("modes"):
             out["modes"] = {m: _sorted_levels(self.data["modes"][m])
@@ -643,6 +677,9 @@ class BaselineFile:
             out["failures"] = _sorted_levels(self.data["failures"])
         if "environment" in self.data:
             out["environment"] = self.data["environment"]
+        if "problem_set" in self.data:
+            ps = self.data["problem_set"]
+            out["problem_set"] = {**ps, "hashes": dict(sorted((ps.get("hashes") or {}).items()))}
         return out
 
     def save(self) -> None:

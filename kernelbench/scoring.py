@@ -387,3 +387,50 @@ def score_results(
         )
     overall = score_outcomes("overall", len(problems), outcomes, counts, ks)
     return ScoreReport(levels=per_level, overall=overall)
+
+
+@dataclass(frozen=True)
+class KernelBenchFigures:
+    """fast_p and geometric mean exactly as KernelBench's ``benchmark_eval_analysis.py`` computes them.
+
+    Kept beside our own score so that a user comparing with a paper or with KernelBench's script
+    sees the same numbers: sample 0 only, a missing kernel is incorrect, the baseline's *mean* over
+    the candidate's recorded runtime, and the denominator is the problems that have a baseline time
+    (KernelBench skips the others; our score counts them and refuses a baseline that lacks them).
+    """
+
+    n_aligned: int
+    n_correct: int
+    fast_p: dict[float, float]
+    geomean_speedup_correct: float
+
+    def to_dict(self) -> dict:
+        return {"n_aligned": self.n_aligned, "n_correct": self.n_correct,
+                "fast_p": {_p_label(p): v for p, v in self.fast_p.items()},
+                "geomean_speedup_correct": self.geomean_speedup_correct}
+
+
+def kernelbench_figures(problems: ProblemSet, results: Iterable[KernelResult], baseline: Baseline) -> KernelBenchFigures:
+    """KernelBench's own formulas over sample 0 of each problem (see :class:`KernelBenchFigures`)."""
+    first = {(r.level, r.problem_id): r for r in results if r.sample_id == 0}
+    correct_ratios: list[float] = []
+    n = 0
+    for p in problems:
+        entry = baseline.find(p)
+        if entry is None:
+            continue
+        n += 1
+        r = first.get((p.level, p.problem_id))
+        if r is not None and r.correct:
+            # KernelBench divides by the recorded runtime, -1.0 when it was not measured.
+            runtime = r.runtime_ms if r.runtime_ms is not None else -1.0
+            correct_ratios.append(entry.mean / runtime)
+    fast = {p: (sum(1 for s in correct_ratios if s > p) / n if n else 0.0) for p in FAST_P_THRESHOLDS}
+    prod = math.prod(correct_ratios)
+    if not correct_ratios:
+        geo = 0.0
+    elif prod < 0:  # an untimed correct kernel (-1.0): numpy's power gives NaN there, and so do we
+        geo = math.nan
+    else:
+        geo = prod ** (1 / len(correct_ratios))
+    return KernelBenchFigures(n, len(correct_ratios), fast, float(geo))

@@ -26,6 +26,14 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelbench.baselines import Baseline, baseline_path_for_gpu, load_baseline
 from kernelbench.io_utils import atomic_write_json
+from kernelbench.problems.identity import (
+    BUILTIN,
+    ProblemSetIdentity,
+    ProblemSetMismatchError,
+    check_names,
+    check_same_set,
+    identify,
+)
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
 from kernelbench.scoring import (
@@ -38,7 +46,7 @@ from kernelbench.scoring import (
     score_results,
     timing_mismatch,
 )
-from leaderboard.bundle import SEPARATOR, ResultsBundle, read_bundle
+from leaderboard.bundle import SEPARATOR, ResultsBundle, bundle_name, read_bundle
 from leaderboard.errors import AggregationError
 from leaderboard.schema import RANKED_SAMPLE, Submission, check_entry_id, entry_id_for, load_submission
 
@@ -214,18 +222,57 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
 
 
 # ---------------------------------------------------------------- main entry
+def check_bundle_set(identity: ProblemSetIdentity, bundle: ResultsBundle) -> None:
+    """A bundle evaluated on another problem set (or another revision's problems) is refused, never mixed.
+
+    Bundles from before sets had an identity record only a source label: one saying ``builtin`` is
+    accepted on the built-in board only.
+    """
+    what = f"results bundle {bundle_name(bundle.entry, bundle.gpu)}"
+    try:
+        if bundle.problem_set is not None:
+            check_same_set(identity, ProblemSetIdentity.from_dict(bundle.problem_set, where=what), what)
+        elif (bundle.problem_source == BUILTIN) != (identity.name == BUILTIN):
+            raise ProblemSetMismatchError(
+                f"{what} was evaluated on problem source {bundle.problem_source}, not {identity.label}")
+    except ProblemSetMismatchError as e:
+        raise AggregationError(f"{e}; evaluate the entry again on {identity.label}") from None
+
+
+def check_baseline_set(identity: ProblemSetIdentity, baseline: Baseline, gpu: str) -> None:
+    """A baseline file measured on another set would time problems by other problems' references."""
+    try:
+        if baseline.problem_set is not None:
+            check_same_set(identity, baseline.problem_set, f"baseline for {gpu} ({baseline.path})")
+        for level in sorted(baseline.levels):
+            check_names(identity, baseline.refs(level), f"baseline for {gpu} ({baseline.path})")
+    except ProblemSetMismatchError as e:
+        raise AggregationError(f"{e}; measure a baseline on {identity.label}") from None
+
+
 def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
               progress: bool = False) -> AggregateResult:
-    """Recompute every ``data/`` file from submissions, results bundles, baselines and exclusions."""
+    """Recompute every ``data/`` file from submissions, results bundles, baselines and exclusions.
+
+    Every input is checked against the board's problem set before anything is written, so a bundle
+    or baseline of another set is one error and ``data/`` stays as it was.
+    """
+    identity = identify(problems)
     subs = _load_submissions(Path(config.submissions_dir))
     bundles = _load_bundles(Path(config.evaluations_dir), subs)
+    for b in bundles:
+        check_bundle_set(identity, b)
+    baselines: dict[str, Baseline | None] = {}
+    for gpu in sorted({b.gpu for b in bundles}):
+        checked = _baseline_for(gpu, config, baselines)
+        if checked is not None:
+            check_baseline_set(identity, checked, gpu)
     exclusions = load_exclusions(config.exclusions_path)
     for ex in exclusions.exclusions:
         if ex.entry not in subs:
             log.warning("exclusion for %r matches no submission", ex.entry)
     out = Path(config.out_dir)
     result = AggregateResult()
-    baselines: dict[str, Baseline | None] = {}
     level_counts = problems.count_by_level()
 
     entries_index: list[dict] = []
@@ -324,6 +371,8 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     files[out / "index.json"] = {
         "schema_version": DATA_SCHEMA_VERSION,
         "problem_source": problems.source,
+        # The board's set (name and revision); per-problem hashes are in problems/ and the bundles.
+        "problem_set": {"name": identity.name, "revision": identity.revision},
         "levels": {str(lv): n for lv, n in sorted(level_counts.items())},
         "problems": [{"key": p.key, "level": p.level, "problem_id": p.problem_id, "name": p.name} for p in problems],
         "fast_p_thresholds": list(FAST_P_THRESHOLDS),

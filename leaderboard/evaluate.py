@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.problems.identity import identify
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
 from kernelbench.runs import RunDirectory
@@ -155,6 +156,7 @@ def evaluate_submission(
     runs = submission_to_runs(submission, runs_dir, f"{entry}_{label}", ranked_only=True,
                               run_info={"source": _source_kind(problems.source),
                                         "source_path": _source_path(problems.source),
+                                        "problem_set": identify(problems).to_dict(),
                                         "gpu": label, "runner": runner_name})
     pending: list[EvalJob] = []
     reused = 0
@@ -194,7 +196,8 @@ def evaluate_submission(
     elif results_dir is not None:
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),
-            problem_source=problems.source, runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
+            problem_source=problems.source, problem_set=identify(problems).to_dict(),
+            runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
             evaluated_on=date.today().isoformat(), settings=_settings_record(settings), results=results,
         )
         bundle_path = write_bundle(bundle, results_dir)
@@ -203,6 +206,8 @@ def evaluate_submission(
 
 
 def _source_kind(label: str) -> str:
+    if label.startswith("kernelbench:"):  # the official set read from a folder (load_official)
+        return "kernelbench"
     if label.startswith("directory:"):
         return "directory"
     if label.startswith("huggingface"):
@@ -211,7 +216,7 @@ def _source_kind(label: str) -> str:
 
 
 def _source_path(label: str) -> str | None:
-    for prefix in ("directory:", "huggingface:"):
+    for prefix in ("directory:", "huggingface:", "kernelbench:"):
         if label.startswith(prefix):
             return label[len(prefix):]
     return None
@@ -256,7 +261,8 @@ def bundle_from_runs(
                     pass
             results.append(r)
     return ResultsBundle(entry=entry, gpu=check_gpu_label(gpu), submission_sha256=submission.sha256(),
-                         problem_source=problems.source, runner="imported", evaluated_on=evaluated_on,
+                         problem_source=problems.source, problem_set=identify(problems).to_dict(),
+                         runner="imported", evaluated_on=evaluated_on,
                          results=results)
 
 

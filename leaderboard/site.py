@@ -114,8 +114,37 @@ def _board_rows(entries: list[dict], scope: str, root: str) -> list[dict]:
             "correct": s["correctness_rate"], "fast_1": s["fast_p"]["fast_1"], "fast_15": s["fast_p"]["fast_1.5"],
             "fast_2": s["fast_p"]["fast_2"], "geomean": s["geomean_speedup"], "fulldeck": s["fulldeck_geomean"],
             "n_kernels": s["n_attempted"], "href": f"{root}entries/{e['entry']}__{e['gpu']}.html",
+            "model": (e.get("model") or {}).get("name"), "date": e.get("date"), "evaluated_on": e.get("evaluated_on"),
+            # The entry's pull request or page when the submission names one, else its submitted file.
+            "link": e.get("url") or f"{root}files/{e['entry']}.json",
+            "link_label": "PR / page" if e.get("url") else "file",
         })
     return rows
+
+
+#: Columns of a board download, in order; one row per entry, the same figures as the table.
+DOWNLOAD_COLUMNS = ("rank", "entry", "display_name", "organization", "model", "date", "evaluated_on", "backend",
+                    "status", "correct", "fast_1", "fast_15", "fast_2", "geomean", "fulldeck", "n_kernels", "link")
+
+
+def _board_download(rows: list[dict], gpu: str | None, scope: str, n_problems: int, problem_source: str) -> dict:
+    """The board as data: what the table shows, with the figures unrounded."""
+    return {"gpu": gpu, "scope": scope, "n_problems": n_problems, "problem_source": problem_source,
+            "columns": list(DOWNLOAD_COLUMNS),
+            "rows": [{c: r[c] if c != "link" or r["link_label"] != "file" else f"files/{r['entry']}.json"
+                      for c in DOWNLOAD_COLUMNS} for r in rows]}
+
+
+def _board_csv(board: dict) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(board["columns"])
+    for row in board["rows"]:
+        w.writerow(["" if row[c] is None else row[c] for c in board["columns"]])
+    return buf.getvalue()
 
 
 def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBench Leaderboard",
@@ -133,8 +162,15 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
     build = SiteBuild(out_dir=out)
     gpus: list[str] = index["gpus"]
     levels: dict[str, int] = index["levels"]
-    common = {"title": title, "problem_source": index["problem_source"], "last_evaluated": index["last_evaluated"]}
+    pset = index.get("problem_set")  # absent in data/ aggregated before sets had an identity
+    label = f"{pset['name']}@{pset['revision'][:12]}" if pset else index["problem_source"]
+    common = {"title": title, "problem_source": label, "last_evaluated": index["last_evaluated"]}
     pages: list[tuple[Path, str, dict]] = []
+    downloads: list[tuple[Path, str]] = []
+    # Each entry's submitted kernels, linked from the table when the submission names no pull request.
+    (out / "files").mkdir(parents=True, exist_ok=True)
+    for entry, src in kernels.items():
+        (out / "files" / f"{entry}.json").write_text(json.dumps(src, indent=1) + "\n", encoding="utf-8")
 
     def page(rel: str, template: str, **ctx) -> None:
         depth = rel.count("/")
@@ -160,7 +196,11 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
                 ps = results[(top[0]["entry"], gpu)]["fast_p_curve"]["p"] if top else []
                 chart = fast_p_chart(series, ps, title=f"fast_p curve, {label}, {gpu}") if series else None
                 basis = sorted({e["speedup_basis"] for e in entries}) or ["the baseline"]
-                page(rel, "ranking.html.j2", nav="ranking", gpu=gpu or "–", gpus=gpus,
+                stem = rel[:-len(".html")]
+                board = _board_download(rows, gpu, scope, n, index["problem_source"])
+                downloads.append((out / f"{stem}.json", json.dumps(board, indent=1) + "\n"))
+                downloads.append((out / f"{stem}.csv", _board_csv(board)))
+                page(rel, "ranking.html.j2", download_stem=stem.rsplit("/", 1)[-1], nav="ranking", gpu=gpu or "–", gpus=gpus,
                      gpu_hrefs={g: f"{root}gpu/{g}/{fname}" for g in gpus},
                      scopes=[{"label": lab, "href": f"{root}gpu/{gpu}/{fn}" if gpu else f"{root}index.html",
                               "active": s == scope} for s, lab, fn in scopes],
@@ -211,6 +251,9 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(env.get_template(template).render(**ctx), encoding="utf-8")
         build.pages.append(path)
+    for path, text in downloads:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     return build
 
 

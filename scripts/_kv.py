@@ -102,12 +102,40 @@ def usage(prog: str, description: str, keys: Sequence[Key]) -> str:
     return "\n".join(lines)
 
 
+#: KernelBench's pydra presets (``.greedy``, ``.verbose_logging``) as the keys they stand for here;
+#: the first key a script has is set. KernelBench's ``.greedy`` only sets a flag its own code reads
+#: as "greedy decoding"; here that is temperature 0.
+PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "greedy": (("temperature", "0"),),
+    "verbose_logging": (("verbose_logging", "true"), ("verbose", "true")),
+}
+
+
+def expand_presets(argv: Sequence[str], keys: Sequence[Key]) -> list[str]:
+    """Replace ``.preset`` arguments by the ``key=value`` they mean for this script (KvError if none)."""
+    names = {k.name for k in keys}
+    out: list[str] = []
+    for arg in argv:
+        if not arg.startswith("."):
+            out.append(arg)
+            continue
+        preset = arg[1:]
+        if preset not in PRESETS:
+            raise KvError(f"unknown preset {arg!r} (KernelBench presets: {', '.join('.' + p for p in PRESETS)})")
+        chosen = next(((k, v) for k, v in PRESETS[preset] if k in names), None)
+        if chosen is None:
+            wanted = " or ".join(f"{k}={v}" for k, v in PRESETS[preset])
+            raise KvError(f"preset {arg} means {wanted}, which this script does not take")
+        out.insert(0, f"{chosen[0]}={chosen[1]}")  # explicit key=value arguments still win
+    return out
+
+
 def parse_kv(argv: Sequence[str], keys: Sequence[Key]) -> KvArgs:
-    """Parse ``key=value`` (also ``--key=value``, and a bare ``key`` for a true boolean)."""
+    """Parse ``key=value`` (also ``--key=value``, a bare ``key`` for a true boolean, and ``.presets``)."""
     by_name = {k.name: k for k in keys}
     values: dict[str, Any] = {k.name: (None if k.default is REQUIRED else k.default) for k in keys}
     given: set[str] = set()
-    for arg in argv:
+    for arg in expand_presets(argv, keys):
         name, sep, raw = arg.partition("=")
         name = name.strip().lstrip("-").replace("-", "_")
         key = by_name.get(name)
@@ -158,6 +186,22 @@ def litellm_model(server_type: str | None, model_name: str | None, api_base: str
     if model_name.split("/", 1)[0] in _KNOWN_PREFIXES:
         return model_name, api_base
     return f"{PROVIDER_PREFIX[st]}/{model_name}", api_base
+
+
+def ids_option(args: KvArgs) -> str | None:
+    """``subset`` or KernelBench's ``problem_ids`` (a list of ids) as ``--problem-ids``; not both."""
+    subset, raw = subset_to_ids(args.get("subset")), args.get("problem_ids")
+    if raw is None:
+        return subset
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    try:
+        ids = [int(i) for i in items]
+    except (TypeError, ValueError):
+        raise KvError(f"problem_ids={raw!r}: expected a list of problem ids, e.g. problem_ids=[71,86,95]") from None
+    if subset is not None:
+        raise KvError("give subset= or problem_ids=, not both")
+    # Unlike subset=(start, end), problem_ids is always a list: [3, 7] means problems 3 and 7.
+    return ",".join(str(i) for i in ids)
 
 
 def subset_to_ids(subset: Any) -> str | None:
@@ -293,13 +337,45 @@ def eval_keys() -> list[Key]:
         Key("measure_performance", "bool", True, "time the kernel (false: correctness only)"),
         Key("timeout", "float", None, "seconds allowed per evaluation stage"),
         Key("tolerance_mode", "str", None, "default or kernelbench-v0.1 (1e-2 everywhere)"),
+        Key("timing_method", "str", "cuda_event", "cuda_event only: CUDA events around each call, L2 flushed, "
+            "reference interleaved"),
+        check_kernel_key(),
     ]
+
+
+def check_kernel_key() -> Key:
+    return Key("check_kernel", "bool", True, "static and runtime guards (always on; false is refused)")
+
+
+def check_kernel_option(args: KvArgs) -> None:
+    """``check_kernel=true`` is what always happens; ``false`` cannot be honoured, so it is an error."""
+    if args.get("check_kernel") is False:
+        raise KvError("check_kernel=false is not supported: the static and runtime guards are part of the verdict "
+                      "(a kernel that defeats the timing is not counted correct), so they always run; findings "
+                      "that do not defeat measurement are only recorded")
+
+
+#: KernelBench's timing methods; only the one our protocol is built on is accepted.
+KERNELBENCH_TIMING_METHODS = ("cuda_event", "do_bench", "do_bench_impl", "host_time", "nsight_python")
+
+
+def timing_method_option(args: KvArgs) -> None:
+    method = (args.get("timing_method") or "cuda_event").strip().lower()
+    if method == "cuda_event":
+        return
+    known = method in KERNELBENCH_TIMING_METHODS
+    raise KvError(f"timing_method={method} is {'not supported' if known else 'unknown'}: the evaluator times "
+                  "with CUDA events only (L2 flushed before each call, reference interleaved, trials until the "
+                  "median is stable), so that every speedup means the same thing; drop the key or pass "
+                  "timing_method=cuda_event")
 
 
 def eval_options(args: KvArgs) -> list[str]:
     mode = (args.eval_mode or "local").lower()
     if mode not in ("local", "modal"):
         raise KvError(f"eval_mode={args.eval_mode}: choose local or modal")
+    timing_method_option(args)
+    check_kernel_option(args)
     argv = ["--runner", mode]
     if mode == "modal":
         argv += ["--gpu", str(args.gpu or "H100")]

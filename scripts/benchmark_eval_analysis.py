@@ -7,6 +7,11 @@ The baseline file is ``baseline_file`` if given, else results/timing/<hardware>/
 (KernelBench's layout), else baselines/<hardware>.json; with neither hardware nor baseline the
 speedups are those measured against the reference in the same session. Runs ``kernelbench analyze``
 and writes runs/<run_name>/analysis_results.json unless output_file says otherwise.
+
+The problem set is dataset_src if given, else what the run's run.json records, else the KernelBench/
+folder of the working directory (run it from a KernelBench checkout, as KernelBench's own script is),
+else the set the baseline's problem names belong to; when nothing tells, it asks. Beside our scores it
+prints fast_p and the geometric mean exactly as KernelBench's own script computes them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ PROG = "benchmark_eval_analysis.py"
 KEYS = [
     Key("run_name", "str", REQUIRED, "run to score (<runs_dir>/<run_name>)"),
     Key("runs_dir", "str", "runs", "parent folder of runs"),
+    Key("eval_results_dir", "str", None, "KernelBench's name for the parent folder of runs (overrides runs_dir)"),
+    Key("dataset_src", "str", None, "problem set: builtin, local (a KernelBench folder) or huggingface "
+        "(default: from run.json, ./KernelBench/ or the baseline's problem names)"),
+    Key("dataset_name", "str", "ScalingIntelligence/KernelBench", "Hugging Face dataset id or local dataset path"),
+    Key("dataset_path", "str", None, "folder with level1/, level2/... for dataset_src=local (default ./KernelBench)"),
+    Key("force", "bool", False, "score even against another GPU's baseline or another problem set's"),
     Key("level", "int", REQUIRED, "level of the run"),
     Key("hardware", "str", None, "GPU the baseline was measured on (e.g. H100)"),
     Key("baseline", "str", None, "baseline name under results/timing/<hardware>/ (e.g. baseline_time_torch)"),
@@ -29,6 +40,7 @@ KEYS = [
     Key("output_file", "str", None, "where to write the scores (default <run dir>/analysis_results.json)"),
     Key("sample_policy", "str", "first", "first (sample 0, KernelBench) or best (best correct sample)"),
     Key("subset", "list", None, "problem ids to score (not supported: scores cover the whole level)"),
+    Key("problem_ids", "list", None, "problem ids to score (not supported: scores cover the whole level)"),
 ]
 
 
@@ -51,14 +63,20 @@ def baseline_path(args: _kv.KvArgs) -> str | None:
 
 
 def build_argv(args: _kv.KvArgs) -> list[str]:
-    if args.subset is not None and _kv.subset_to_ids(args.subset) is not None:
-        raise _kv.KvError("subset= is not supported: scores are over the whole level (missing kernels count as "
-                          "incorrect); evaluate a smaller run instead")
-    run_dir = Path(args.runs_dir) / args.run_name
+    for key in ("subset", "problem_ids"):
+        if args.get(key) is not None and _kv.subset_to_ids(args.get(key)) is not None:
+            raise _kv.KvError(f"{key}= is not supported: scores are over the whole level (missing kernels count "
+                              "as incorrect), so a subset's fast_p could not be compared; evaluate a smaller run "
+                              "instead")
+    run_dir = Path(args.eval_results_dir or args.runs_dir) / args.run_name
     argv = ["analyze", "--run-dir", str(run_dir), "--level", str(args.level),
             "--sample-policy", str(args.sample_policy),
             "--output", str(args.output_file or run_dir / "analysis_results.json")]
     _kv.add(argv, "--baseline", baseline_path(args))
+    if args.dataset_src is not None:
+        argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path, run_dir)
+    if args.force:
+        argv.append("--force")
     return argv
 
 

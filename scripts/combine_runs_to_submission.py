@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--date", default=None, help="date the kernels were produced (YYYY-MM-DD)")
     p.add_argument("--solutions_dir", "--solutions-dir", default=None,
                    help="instead of runs: a folder of level<L>/<id>_<Name>.py kernels")
-    p.add_argument("--source", default="builtin", choices=["builtin", "directory", "huggingface"],
+    p.add_argument("--source", default="builtin", choices=["kernelbench", "builtin", "directory", "huggingface"],
                    help="problem set that --solutions_dir file names are checked against (default: builtin)")
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     args = p.parse_args(argv)

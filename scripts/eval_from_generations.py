@@ -22,6 +22,7 @@ KEYS = [
     *_kv.dataset_keys(),
     Key("level", "int", REQUIRED, "level of the run"),
     Key("subset", "list", None, "problem ids: (start, end) inclusive, or a list"),
+    Key("problem_ids", "list", None, "problem ids to run, e.g. [71,86,95] (KernelBench's key)"),
     *_kv.eval_keys(),
     Key("num_gpu_devices", "int", None, "use the first N local GPUs (default: all)"),
     Key("backend", "str", None, "cuda, triton or torch (default: what the run was generated with)"),
@@ -42,7 +43,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     run_dir = Path(args.runs_dir) / args.run_name
     argv = [*_kv.verbosity(args), "evaluate-run", "--run-dir", str(run_dir), "--level", str(args.level)]
     argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path, run_dir=run_dir)
-    _kv.add(argv, "--problem-ids", _kv.subset_to_ids(args.subset))
+    _kv.add(argv, "--problem-ids", _kv.ids_option(args))
     argv += _kv.eval_options(args)
     if (args.eval_mode or "local").lower() == "local":
         _kv.add(argv, "--num-gpus", args.num_gpu_devices)

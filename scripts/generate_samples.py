@@ -21,6 +21,7 @@ KEYS = [
     *_kv.dataset_keys(),
     Key("level", "int", REQUIRED, "level to generate for"),
     Key("subset", "list", None, "problem ids: (start, end) inclusive, or a list"),
+    Key("problem_ids", "list", None, "problem ids to run, e.g. [71,86,95] (KernelBench's key)"),
     Key("num_workers", "int", None, "requests in flight at once (default 4)"),
     Key("api_query_interval", "float", 0.0, "pause between requests",
         ignored="use num_workers to limit the request rate; rate limits are retried with back-off"),
@@ -32,6 +33,7 @@ KEYS = [
     Key("log_prompt", "bool", False, "save prompts", ignored="prompts are always saved beside the kernels"),
     Key("store_type", "str", "local", "where results go", ignored="runs are always stored on the local disk"),
     Key("verbose", "bool", False, "more log output"),
+    _kv.check_kernel_key(),
 ]
 
 
@@ -41,11 +43,12 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     argv = [*_kv.verbosity(args), "generate", "--level", str(args.level),
             "--run-dir", str(Path(args.runs_dir) / args.run_name)]
     argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path)
-    _kv.add(argv, "--problem-ids", _kv.subset_to_ids(args.subset))
+    _kv.add(argv, "--problem-ids", _kv.ids_option(args))
     _kv.add(argv, "--concurrency", args.num_workers)
     argv += _kv.model_options(args)
     argv += ["--samples", str(args.num_samples), "--backend", str(args.backend), "--precision", str(args.precision)]
     argv += _kv.prompt_options(args)
+    _kv.check_kernel_option(args)
     return argv
 
 

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="all submissions (default: the folder of --submission)")
     p.add_argument("--baselines_dir", "--baselines-dir", default="baselines", help="default: baselines")
     p.add_argument("--exclusions", default="leaderboard/exclusions.json")
-    p.add_argument("--source", default="builtin", choices=["builtin", "directory", "huggingface"])
+    p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"])
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     args = p.parse_args(argv)
     level_runs = {lv: getattr(args, f"level{lv}") for lv in (1, 2, 3, 4) if getattr(args, f"level{lv}")}
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give at least one --levelN results path")
 
     from kernelbench.errors import KernelBenchError
-    from kernelbench.problems import load_problems
+    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
     from kernelbench.scoring import canonical_gpu
     from leaderboard.aggregate import AggregateConfig, aggregate
     from leaderboard.bundle import write_bundle
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     evaluations = Path(args.evaluations_dir) if args.evaluations_dir else data_dir / "evaluations"
     submissions = Path(args.submissions_dir) if args.submissions_dir else Path(args.submission).parent
     try:
-        problems = load_problems(args.source, args.path)
+        problems = load_problems(args.source, args.path,
+                                 levels=OFFICIAL_LEVELS if args.source == "kernelbench" else None)
         sub = load_submission(args.submission)
         entry = entry_id_for(args.submission)
         gpu = canonical_gpu(args.hardware) or args.hardware

@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submission", action="append", default=[], help="a submission file (repeatable)")
     p.add_argument("--report_json", "--report-json", default=None, help="write the full report as JSON")
     p.add_argument("--report_md", "--report-md", default=None, help="write a Markdown summary for a PR comment")
-    p.add_argument("--source", default="builtin", choices=["builtin", "directory", "huggingface"],
-                   help="problem set the keys are checked against (default: builtin)")
+    p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"],
+                   help="problem set the keys are checked against (default: kernelbench, the official levels 1-3; builtin is the demo)")
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     p.add_argument("--no_guard", "--no-guard", action="store_true", help="skip the static guard")
     args = p.parse_args(argv)
@@ -31,11 +31,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernelbench.errors import KernelBenchError
     from kernelbench.io_utils import atomic_write_text
-    from kernelbench.problems import load_problems
+    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
     from leaderboard.validate import validate_files
 
     try:
-        problems = load_problems(args.source, args.path)
+        problems = load_problems(args.source, args.path,
+                                 levels=OFFICIAL_LEVELS if args.source == "kernelbench" else None)
     except KernelBenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

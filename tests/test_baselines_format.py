@@ -21,6 +21,7 @@ from kernelbench.baselines import (
     parse_baseline,
 )
 from kernelbench.errors import BaselineError
+from kernelbench.problems.identity import kernelbench_code_hash
 from kernelbench.problems.model import Problem
 from kernelbench.results import EnvironmentInfo, KernelResult, TimingStats
 
@@ -54,7 +55,12 @@ def test_round_trip_keeps_every_field_orders_problems_and_separates_modes(tmp_pa
     f.put(p10, "compile-cudagraphs", entry(0.2), precision="fp32")
 
     raw = json.loads(path.read_text())
-    assert list(raw) == ["level1", "level2", "modes", "environment"]
+    assert list(raw) == ["level1", "level2", "modes", "environment", "problem_set"]
+    # The problems' set ("test" is neither builtin nor official) and each one's KernelBench hash.
+    assert raw["problem_set"]["name"] == "custom" and raw["problem_set"]["revision"] == "test"
+    assert raw["problem_set"]["hashes"] == {f"level{p.level}/{p.filename}": kernelbench_code_hash(p.code)
+                                            for p in (p2, p10, q1)}
+    assert load_baseline(path).problem_set.hashes["level1/2_Tanh.py"] == kernelbench_code_hash("# test\n")
     assert list(raw["level1"]) == ["2_Tanh.py", "10_GELU.py"]
     assert list(raw["modes"]) == ["compile-default", "compile-cudagraphs"]
     assert raw["level1"]["2_Tanh.py"] == {"mean": 0.505, "median": 0.5, "std": 0.005, "min": 0.49, "max": 0.6,
@@ -122,14 +128,14 @@ KB_FILE = {
 }
 
 
-def test_kernelbench_files_load_by_file_name_and_id_prefix_using_the_mean(tmp_path):
+def test_kernelbench_files_load_by_file_name_never_id_prefix_using_the_mean(tmp_path):
     path = tmp_path / "baseline_time_torch.json"
     path.write_text(json.dumps(KB_FILE))
     b = load_baseline(path)
     matmul = problem(1, 1, "Square_matrix_multiplication_")
     assert b.require(matmul).headline_ms == 2.5 and b.require(matmul).median is None
-    # A problem renamed locally is still found by its id prefix, as KernelBench keys are file names.
-    assert b.find(problem(1, 19, "ReLU_renamed")).mean == 0.0301
+    # Never by id alone: a problem that only shares the id prefix (another set's 19) gets no time.
+    assert b.find(problem(1, 19, "ReLU_renamed")) is None
     assert b.find(problem(2, 1, "Conv2D_ReLU_BiasAdd")).num_trials == 100
     assert b.find(problem(1, 2, "Missing")) is None
     assert b.gpu_name == "NVIDIA H100" and b.environment is None and b.mode == "eager"

@@ -81,9 +81,9 @@ def _rows(driver) -> list[str]:
     return [r.get_attribute("data-entry") for r in driver.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")]
 
 
-def _screenshot(driver, tmp_path: Path, name: str) -> Path:
+def _screenshot(driver, tmp_path: Path, name: str, width: int = 1300) -> Path:
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1300, min(max(height, 800), 4000))
+    driver.set_window_size(width, min(max(height, 800), 4000))
     shot = tmp_path / name
     driver.save_screenshot(str(shot))
     ARTIFACTS.mkdir(exist_ok=True)
@@ -177,5 +177,37 @@ def test_ranking_is_readable_with_javascript_off(served, tmp_path):
         assert "Alpha Model" in first and "2.00×" in first
         driver.find_element(By.LINK_TEXT, "A100").click()  # the GPU selector is a plain link
         assert _rows(driver) == ["alpha"]
+    finally:
+        driver.quit()
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_ranking_at_desktop_and_phone_width(served, tmp_path, width):
+    """At 420 px the rank, name and headline columns fit without sideways scrolling; at 1400 px all do."""
+    from selenium.webdriver.common.by import By
+
+    base, _, _ = served
+    driver = _driver(tmp_path)
+    try:
+        driver.set_window_size(width, 1000)
+        driver.get(f"{base}/index.html")
+        inner = driver.execute_script("return window.innerWidth")
+        assert abs(inner - width) <= 20, inner  # the viewport really is that narrow
+        page_w = driver.execute_script("return document.documentElement.scrollWidth")
+        wrap = driver.find_element(By.CSS_SELECTOR, ".table-wrap")
+        wrap_scroll, wrap_client = driver.execute_script(
+            "return [arguments[0].scrollWidth, arguments[0].clientWidth]", wrap)
+        assert page_w <= inner and wrap_scroll <= wrap_client, (page_w, inner, wrap_scroll, wrap_client)
+        row = driver.find_element(By.CSS_SELECTOR, '#ranking tr[data-entry="alpha"]')
+        for sel in ("td.rank", "td.name", "td.primary"):
+            cell = row.find_element(By.CSS_SELECTOR, sel)
+            right = driver.execute_script("return arguments[0].getBoundingClientRect().right", cell)
+            assert cell.is_displayed() and right <= inner, (sel, right, inner)
+        assert row.find_element(By.CSS_SELECTOR, "td.primary").text == f"{4 ** (1 / 6):.2f}×"
+        model = row.find_elements(By.CSS_SELECTOR, "td.opt")[0]
+        assert model.is_displayed() == (width == 1400)  # secondary columns only where there is room
+        links = driver.find_elements(By.CSS_SELECTOR, ".downloads a")
+        assert [a.text for a in links] == ["CSV", "JSON"]
+        _screenshot(driver, tmp_path, f"leaderboard-{width}.png", width=width)
     finally:
         driver.quit()

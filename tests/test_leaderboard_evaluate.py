@@ -9,6 +9,7 @@ from fixtures.leaderboard import factory as F
 
 from kernelbench.cli.main import main as kb_main
 from kernelbench.evaluation.settings import EvalSettings
+from kernelbench.problems.identity import kernelbench_code_hash
 from kernelbench.results import EnvironmentInfo, Stage, StageError
 from kernelbench.runners.modal_runner import REMOTE_ERROR_TYPE
 from kernelbench.runs import RunDirectory
@@ -79,6 +80,10 @@ def test_evaluate_resume_aggregate_build_on_cpu(tmp_path, problems, capsys):
     assert bundle["submission_sha256"] == load_submission(sub).sha256()
     eval_results = json.loads((tmp_path / "runs" / "cpu_entry_CPU_level1" / "eval_results.json").read_text())
     assert sorted(eval_results) == ["1", "3"]
+    # the bundle and the run record the problem set: these test problems are a custom set, hashed
+    info = json.loads((tmp_path / "runs" / "cpu_entry_CPU_level1" / "run.json").read_text())
+    assert bundle["problem_set"]["name"] == info["problem_set"]["name"] == "custom"
+    assert bundle["problem_set"]["hashes"]["level1/1_ReLU.py"] == kernelbench_code_hash(problems.get(1, 1).code)
 
     # resume: nothing left to do, the results are reused as they are
     again = evaluate_submission(sub, problems, EvalSettings(correctness_trials=2), runs_dir=tmp_path / "runs",

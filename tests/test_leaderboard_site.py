@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -94,10 +95,17 @@ def test_ranking_is_server_rendered_in_order(site):
     assert page.rows[2]["class"] == "excluded"
     cells = page.rows[1]["cells"]
     assert cells[1].startswith("Alpha Model") and "Org alpha" in cells[1]
+    # model and date as submitted; an entry that names neither shows a dash
+    assert "alpha-llm-7b" in cells[2] and "2026-01-15" in cells[2] and "date not given" in page.rows[0]["cells"][2]
     assert cells[3] == "clean" and page.rows[0]["cells"][3] == "flagged" and page.rows[2]["cells"][3] == "excluded"
     # alpha: correct 3/6, fast_1 2/6, fast_2 1/6, geomean 4^(1/3), full deck 4^(1/6)
     assert cells[4:11] == ["50.0%", "33.3%", "33.3%", "16.7%", "1.59×", "1.26×", "4/6"]
     assert page.rows[0]["cells"][9] == f"{16 ** (1 / 6):.2f}×"
+    # the source column links alpha's pull request, and beta's submitted file (which the site ships)
+    assert cells[11] == "PR / page" and page.rows[0]["cells"][11] == "file"
+    html = (site / "index.html").read_text()
+    assert 'href="https://github.com/example/kernelbench-board/pull/7"' in html
+    assert 'href="files/beta.json"' in html and json.loads((site / "files" / "beta.json").read_text())
     # the front page is the default GPU's overall ranking
     assert (site / "index.html").read_text().count("<tr class=") == \
         (site / "gpu" / "H100" / "index.html").read_text().count("<tr class=")
@@ -121,12 +129,17 @@ def test_gpu_selector_and_level_tabs_are_plain_links(site):
     assert 'aria-current="page">H100<' in text
 
 
+ALPHA_PR = "https://github.com/example/kernelbench-board/pull/7"
+
+
 def test_every_local_link_resolves_and_nothing_is_external(site):
     pages = sorted(site.rglob("*.html"))
     assert len(pages) >= 15
     for path in pages:
         page = parse(path)
         for link in page.links:
+            if link == ALPHA_PR:
+                continue  # the one navigation link out: the pull request alpha's submission names
             assert not re.match(r"^(https?:)?//", link), f"{path}: external reference {link}"
             if link.startswith("data:"):
                 continue
@@ -247,3 +260,26 @@ def test_empty_board_builds(tmp_path):
     assert "Waiting Model" in text and 'id="ranking"' not in text
     assert not (tmp_path / "site" / "gpu").exists()
     assert (tmp_path / "site" / "problems" / "level2_2.html").exists()
+
+
+def test_every_board_is_downloadable_as_csv_and_json_with_the_tables_figures(site):
+    import csv
+    import io
+
+    for gpu, scope in (("H100", "index"), ("H100", "level1"), ("H100", "level2"), ("A100", "index")):
+        html = (site / "gpu" / gpu / f"{scope}.html").read_text()
+        assert f'href="{scope}.csv" download' in html and f'href="{scope}.json" download' in html
+        board = json.loads((site / "gpu" / gpu / f"{scope}.json").read_text())
+        rows = list(csv.DictReader(io.StringIO((site / "gpu" / gpu / f"{scope}.csv").read_text())))
+        table = [r["entry"] for r in parse(site / "gpu" / gpu / f"{scope}.html").rows]
+        assert [r["entry"] for r in board["rows"]] == table == [r["entry"] for r in rows]
+        assert board["gpu"] == gpu and list(rows[0]) == board["columns"]
+    board = json.loads((site / "gpu" / "H100" / "index.json").read_text())
+    alpha = next(r for r in board["rows"] if r["entry"] == "alpha")
+    # unrounded figures: alpha's full-deck geomean is 4^(1/6) over 6 problems, fast_1 2/6
+    assert alpha["fulldeck"] == pytest.approx(4 ** (1 / 6), abs=1e-6) and alpha["fast_1"] == pytest.approx(2 / 6,
+                                                                                                           abs=1e-6)
+    assert (alpha["model"], alpha["date"], alpha["rank"]) == ("alpha-llm-7b", "2026-01-15", 2)
+    assert alpha["link"] == "https://github.com/example/kernelbench-board/pull/7"
+    beta = next(r for r in board["rows"] if r["entry"] == "beta")
+    assert beta["link"] == "files/beta.json" and (site / beta["link"]).is_file()

@@ -202,7 +202,7 @@ def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_pa
 
 @pytest.mark.parametrize("argv", [
     ["eval", "--level", "1", "--problem-id", "8", "--kernel", "{kernel}", "--runner", "modal", "--gpu", "H100"],
-    ["evaluate-run", "--run-dir", "{run}", "--runner", "modal", "--gpu", "L40S"],
+    ["evaluate-run", "--run-dir", "{run}", "--source", "builtin", "--runner", "modal", "--gpu", "L40S"],
 ])
 def test_kernelbench_cli_with_modal_runner_and_no_token_says_how_to_set_one_up(tmp_path, argv):
     from kernelbench.runs import RunDirectory

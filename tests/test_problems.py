@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import kernelbench
 from kernelbench.errors import ProblemFormatError, ProblemNotFoundError, SourceError
 from kernelbench.problems import (
     Problem,
@@ -20,6 +21,7 @@ from kernelbench.problems import (
     normalized_code_hash,
     parse_id_spec,
 )
+from kernelbench.problems.identity import kernelbench_code_hash
 
 CODE = '''import torch
 import torch.nn as nn
@@ -165,8 +167,11 @@ def test_problems_cli_list_show_and_errors(tmp_path):
     out = _cli("problems", "list", "--source", "builtin")
     assert out.returncode == 0, out.stderr
     assert "problems from builtin" in out.stdout and "level 4" in out.stdout
+    assert f"problem set builtin@{kernelbench.__version__}" in out.stdout
     listed = json.loads(_cli("problems", "list", "--level", "2", "--json").stdout)
     assert listed and all(p["level"] == 2 for p in listed)
+    assert all(p["kernelbench_hash"] == kernelbench_code_hash(load_builtin().get(2, p["problem_id"]).code)
+               for p in listed)
     show = _cli("problems", "show", "--level", "1", "--problem-id", "8")
     assert show.returncode == 0 and "class Model" in show.stdout
     bad_level = _cli("problems", "list", "--level", "7")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kernelbench.cli.common import add_source_args, level_type
@@ -11,7 +12,11 @@ from kernelbench.cli.common import add_source_args, level_type
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "analyze", help="score a run directory (fast_p, geometric-mean speedup, pass@k)",
-        description="Score a run directory against a baseline file (or the in-session reference timings).",
+        description="Score a run directory against a baseline file (or the in-session reference timings). "
+                    "The problem set is --source if given, else the one run.json records, else the KernelBench/ "
+                    "folder in the working directory (a KernelBench checkout), else the set the baseline's problem "
+                    "names belong to; otherwise the command asks for it. A run, baseline or problem source of "
+                    "different problem sets is refused (--force to score anyway).",
     )
     p.add_argument("--run-dir", required=True, help="run directory holding eval_results.json")
     p.add_argument("--baseline", default=None, help="baseline file, e.g. baselines/H100.json")
@@ -21,10 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
     p.add_argument("--sample-policy", choices=["first", "best"], default="first",
                    help="which sample scores a problem: sample 0 (greedy, KernelBench) or the best correct one")
-    p.add_argument("--force", action="store_true", help="compare against another GPU's baseline, or one timed with another protocol version, anyway")
+    p.add_argument("--force", action="store_true",
+                   help="compare against another GPU's baseline, one timed with another protocol version, or one "
+                        "made on another problem set, anyway")
     p.add_argument("--output", "--json-out", dest="output", default=None, help="also write the scores as JSON")
-    add_source_args(p)
-    p.set_defaults(func=run)
+    add_source_args(p, default_help="the run's: run.json, else ./KernelBench/, else the baseline's problem names")
+    # Never silently the built-in suite: None means "find the run's set" (see the description).
+    p.set_defaults(func=run, source=None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,14 +42,18 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.errors import RunDirectoryError
     from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems
+    from kernelbench.problems.identity import ProblemSetMismatchError, identify
+    from kernelbench.problems.resolve import resolve_run_source
     from kernelbench.runs import RunDirectory
     from kernelbench.scoring import (
         DRIFT_TOLERANCE,
         FAST_P_THRESHOLDS,
         baseline_drift,
         check_same_gpu,
+        kernelbench_figures,
         score_results,
     )
+    from kernelbench.setcheck import check_baseline, check_run
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -53,13 +65,24 @@ def run(args: argparse.Namespace) -> int:
         raise RunDirectoryError(f"{rd.results_path} does not exist: evaluate the run first (kernelbench evaluate-run)")
     results = list(rd.load_results().values())
     info = rd.info()
-    source = info.get("source", args.source) if args.source == "builtin" else args.source
-    problems = load_problems(source, args.path or info.get("source_path"), levels=[rd.level])
 
     baseline = None
     if args.baseline or args.gpu:
         path = Path(args.baseline) if args.baseline else baseline_path_for_gpu(args.gpu, args.baselines_dir)
         baseline = load_baseline(path, mode=args.mode)
+    choice = resolve_run_source(run_dir, source=args.source, path=args.path, run_info=info, cwd=Path.cwd(),
+                                baseline_refs=baseline.refs(rd.level) if baseline else ())
+    problems = load_problems(choice.source, choice.path, levels=[rd.level])
+    identity = identify(problems)
+    try:
+        check_run(identity, problems, results, info, f"run {run_dir}")
+        if baseline is not None:
+            check_baseline(identity, baseline, rd.level)
+    except ProblemSetMismatchError as e:
+        if not args.force:
+            raise ProblemSetMismatchError(f"{e} (--force to score anyway)") from None
+        print(f"warning: {e} (scoring anyway: --force)", file=sys.stderr)
+    if baseline is not None:
         check_same_gpu(results, baseline, force=args.force)
 
     report = score_results(problems, results, baseline, sample_policy=args.sample_policy)
@@ -67,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     score = report.levels[rd.level]
 
     speed_src = f"baseline {baseline.path} ({baseline.mode})" if baseline else "in-session reference timings"
-    print(f"Run {run_dir} - level {rd.level}, {score.n_problems} problems from {problems.source}")
+    print(f"Run {run_dir} - level {rd.level}, {score.n_problems} problems of {identity.label} "
+          f"({problems.source}; set from {choice.reason})")
     print(f"Speedups against {speed_src}; sample policy: {args.sample_policy}\n")
     summary = [
         ["problems with a result", f"{score.n_attempted} / {score.n_problems}"],
@@ -91,8 +115,16 @@ def run(args: argparse.Namespace) -> int:
         print(tabulate([[d.level, d.filename, f"{d.baseline_ms:.4g}", f"{d.in_session_ms:.4g}", f"{d.ratio:.2f}x"]
                         for d in drift],
                        headers=["level", "problem", "baseline (ms)", "in-session (ms)", "baseline / in-session"]))
+    kb = kernelbench_figures(problems, results, baseline) if baseline is not None else None
+    if kb is not None:
+        print(f"\nAs KernelBench's benchmark_eval_analysis.py computes them ({kb.n_aligned} problems with a baseline "
+              f"time, sample 0, baseline mean): geomean speedup (correct) {kb.geomean_speedup_correct:.4f}")
+        print(tabulate([[f"{p:g}", f"{v:.3f}"] for p, v in kb.fast_p.items()],
+                       headers=["speedup threshold p", "fast_p (KernelBench)"], tablefmt="grid"))
     if args.output:
         data = {"run_dir": str(run_dir), "level": rd.level, "source": problems.source,
+                "problem_set": identity.to_dict(),
+                "kernelbench_compatible": kb.to_dict() if kb is not None else None,
                 "baseline": str(baseline.path) if baseline else None,
                 "baseline_mode": baseline.mode if baseline else None,
                 "sample_policy": args.sample_policy, **report.to_dict(),

@@ -11,10 +11,12 @@ from typing import Any
 from kernelbench.problems import LEVELS, SOURCES
 
 
-def add_source_args(p: argparse.ArgumentParser) -> None:
+def add_source_args(p: argparse.ArgumentParser, default: str = "builtin",
+                    default_help: str = "builtin, the suite shipped with the package") -> None:
     g = p.add_argument_group("problem source")
-    g.add_argument("--source", choices=SOURCES, default="builtin",
-                   help="where problems come from (default: builtin, the suite shipped with the package)")
+    g.add_argument("--source", choices=SOURCES, default=default,
+                   help=f"where problems come from: kernelbench is the official set at the pinned revision (from "
+                        f"--path, ./KernelBench/ or the hub, checked by hash) (default: {default_help})")
     g.add_argument("--path", default=None,
                    help="folder for --source directory (with level1/, level2/...) or a local dataset for "
                         "--source huggingface (default: the hub dataset ScalingIntelligence/KernelBench)")

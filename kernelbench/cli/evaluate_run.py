@@ -80,10 +80,12 @@ def print_evaluation_summary(summary: EvaluationSummary, run_dir: Path) -> None:
                        headers=["problem", "sample", "name", "verdict", "speedup", "error"], tablefmt="simple"))
 
 
-def resolve_source(args: argparse.Namespace, info: dict) -> tuple[str, str | None]:
-    source = args.source or info.get("source") or "builtin"
-    path = args.path if args.path is not None else (info.get("source_path") if source == info.get("source") else None)
-    return source, path
+def resolve_source(args: argparse.Namespace, info: dict, run_dir: Path) -> tuple[str, str | None]:
+    """--source, else run.json's, else ./KernelBench/ (a KernelBench checkout); never silently builtin."""
+    from kernelbench.problems.resolve import resolve_run_source
+
+    choice = resolve_run_source(run_dir, source=args.source, path=args.path, run_info=info, cwd=Path.cwd())
+    return choice.source, choice.path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
     p.add_argument("--problem-ids", default=None, help="only these problem ids, e.g. 1,3,5-8")
     p.add_argument("--reevaluate", action="store_true", help="evaluate again kernels that already have a result")
-    add_source_args(p)
+    add_source_args(p, default_help="the run's: run.json, else ./KernelBench/ (never silently builtin)")
     p.set_defaults(source=None)
     add_eval_run_args(p)
     p.set_defaults(func=run)
@@ -117,10 +119,13 @@ def run_dir_from(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelbench.cli.generate import merged_problem_set
     from kernelbench.errors import KernelBenchError, RunDirectoryError
     from kernelbench.generation.run_eval import evaluate_run_dir
     from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems.identity import identify
     from kernelbench.runs import RunDirectory
+    from kernelbench.setcheck import check_run
 
     path = run_dir_from(args)
     if not path.is_dir():
@@ -129,8 +134,12 @@ def run(args: argparse.Namespace) -> int:
     if rd.level is None:
         raise RunDirectoryError(f"cannot tell the level of {path}: no kernels and no run.json; pass --level")
     info = rd.info()
-    source, source_path = resolve_source(args, info)
+    source, source_path = resolve_source(args, info, path)
     problems = load_problems(source, source_path, levels=[rd.level])
+    # Results already in the run must be of the same set; then the run records it (run.json).
+    identity = identify(problems)
+    check_run(identity, problems, rd.load_results().values(), info, f"run {path}")
+    rd.write_info(problem_set=merged_problem_set(rd, info, problems))
     ids = None
     if args.problem_ids:
         try:

@@ -152,6 +152,27 @@ def check_resume(rd: RunDirectory, config: GenerationConfig, backend: str, preci
                 f"run {rd.path} was generated with {key} {old}, not {value}; use another --run-name or --run-dir")
 
 
+def merged_problem_set(rd: RunDirectory, info: dict, problems: ProblemSet) -> dict:
+    """The run's problem set with these problems' hashes added; a run never mixes two sets."""
+    from kernelbench.errors import RunDirectoryError
+    from kernelbench.problems.identity import (
+        ProblemSetIdentity,
+        ProblemSetMismatchError,
+        check_same_set,
+        identify,
+    )
+
+    new = identify(problems)
+    if isinstance(info.get("problem_set"), dict):
+        old = ProblemSetIdentity.from_dict(info["problem_set"], where=f"{rd.path}/run.json")
+        try:
+            check_same_set(new, old, f"run {rd.path}")
+        except ProblemSetMismatchError as e:
+            raise RunDirectoryError(f"{e}; use another --run-name or --run-dir") from None
+        new = ProblemSetIdentity(new.name, new.revision, {**old.hashes, **new.hashes})
+    return new.to_dict()
+
+
 def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: GenerationConfig, options: PromptOptions,
                     problems: ProblemSet, samples: int, turns: int = 1) -> None:
     from datetime import datetime, timezone
@@ -161,6 +182,7 @@ def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: Generati
     info = rd.info()
     ids = sorted(set(info.get("problem_ids") or []) | {p.problem_id for p in problems})
     rd.write_info(
+        problem_set=merged_problem_set(rd, info, problems),
         model=config.model, api_base=config.api_base, backend=options.backend, precision=options.precision,
         prompt_gpu=options.gpu, tolerance_mode=options.tolerance_mode, source=args.source,
         source_path=str(args.path) if args.path else None, level=args.level, problem_ids=ids,

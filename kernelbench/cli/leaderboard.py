@@ -12,6 +12,21 @@ from pathlib import Path
 
 from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args
 
+#: The public board ranks the official set; ``--source builtin`` is the offline demo board.
+BOARD_DEFAULT_HELP = ("kernelbench: the official levels 1-3, 250 problems; --source builtin is the offline demo")
+
+
+def _board_sources(p: argparse.ArgumentParser) -> None:
+    add_source_args(p, default="kernelbench", default_help=BOARD_DEFAULT_HELP)
+
+
+def _board_problems(args: argparse.Namespace):
+    """The board's problems: the official levels 1-3 by default (level 4 needs the network to build)."""
+    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
+
+    levels = OFFICIAL_LEVELS if args.source == "kernelbench" else None
+    return load_problems(args.source, args.path, levels=levels)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -31,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--report-md", default=None, metavar="F", help="write a Markdown summary (for a PR comment)")
     v.add_argument("--no-guard", action="store_true", help="skip the static guard")
     v.add_argument("--quiet", action="store_true", help="print only the summary table")
-    add_source_args(v)
+    _board_sources(v)
     v.set_defaults(func=_validate)
 
     t = lsub.add_parser(
@@ -57,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--entry", default=None, help="entry id (default: the submission's file stem)")
     add_runner_args(e)
     add_eval_args(e, sandbox_default="require")
-    add_source_args(e)
+    _board_sources(e)
     e.set_defaults(func=_evaluate)
 
     a = lsub.add_parser(
@@ -73,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--exclusions", default="leaderboard/exclusions.json",
                    help="maintainers' exclusion list (default: leaderboard/exclusions.json, if present)")
     a.add_argument("--out", default="data", help="output folder (default: data)")
-    add_source_args(a)
+    _board_sources(a)
     a.set_defaults(func=_aggregate)
 
     b = lsub.add_parser(
@@ -91,10 +106,9 @@ def _validate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from kernelbench.io_utils import atomic_write_text
-    from kernelbench.problems import load_problems
     from leaderboard.validate import validate_files
 
-    problems = load_problems(args.source, args.path)
+    problems = _board_problems(args)
     report = validate_files(args.files, problems, use_guard=not args.no_guard, progress=True)
     if args.report_json:
         atomic_write_text(args.report_json, report.to_json())
@@ -141,10 +155,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from kernelbench.cli.common import eval_settings_from_args
-    from kernelbench.problems import load_problems
     from leaderboard.evaluate import evaluate_submission
 
-    problems = load_problems(args.source, args.path)
+    problems = _board_problems(args)
     settings = eval_settings_from_args(args)
     ev = evaluate_submission(args.submission, problems, settings, runs_dir=args.runs_dir,
                              results_dir=args.results_dir, runner_name=args.runner, gpu=args.gpu,
@@ -165,10 +178,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from kernelbench.problems import load_problems
     from leaderboard.aggregate import AggregateConfig, aggregate
 
-    problems = load_problems(args.source, args.path)
+    problems = _board_problems(args)
     config = AggregateConfig(submissions_dir=Path(args.submissions_dir), evaluations_dir=Path(args.evaluations_dir),
                              baselines_dir=Path(args.baselines_dir), exclusions_path=Path(args.exclusions),
                              out_dir=Path(args.out), baseline_mode=args.baseline_mode)

@@ -27,8 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _problem_dict(p, with_code: bool = False) -> dict:
+    from kernelbench.problems.identity import kernelbench_code_hash
+
+    # kernelbench_hash is KernelBench's own (get_code_hash): compare it with hashes KernelBench computes.
     d = {"level": p.level, "problem_id": p.problem_id, "name": p.name, "source": p.source, "hash": p.hash,
-         "requirements": list(p.requirements), "key": p.key}
+         "kernelbench_hash": kernelbench_code_hash(p.code), "requirements": list(p.requirements), "key": p.key}
     if with_code:
         d["code"] = p.code
     return d
@@ -58,8 +61,17 @@ def _list(args: argparse.Namespace) -> int:
         rows.append([p.level, p.problem_id, p.name, note])
     print(tabulate(rows, headers=["level", "id", "name", "requires"]))
     counts = ", ".join(f"level {lv}: {n}" for lv, n in sorted(ps.count_by_level().items()))
-    print(f"\n{len(ps)} problems from {ps.source} ({counts})")
+    print(f"\n{len(ps)} problems from {ps.source} ({counts}); problem set {_set_label(ps)}")
     return 0
+
+
+def _set_label(ps) -> str:
+    from kernelbench.problems.identity import ProblemSetMismatchError, identify
+
+    try:
+        return identify(ps).label
+    except ProblemSetMismatchError as e:  # listing a changed checkout still works; say what it is not
+        return f"none pinned ({e})"
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -10,16 +10,18 @@ from kernelbench.problems.model import (
 )
 from kernelbench.problems.sources import (
     HF_DATASET_ID,
+    OFFICIAL_LEVELS,
     SOURCES,
     builtin_root,
     load_builtin,
     load_directory,
     load_huggingface,
+    load_official,
     load_problems,
 )
 
 __all__ = [
-    "HF_DATASET_ID", "LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_builtin",
-    "load_directory", "load_huggingface", "load_problems", "normalized_code_hash", "parse_id_spec",
+    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_builtin",
+    "load_directory", "load_huggingface", "load_official", "load_problems", "normalized_code_hash", "parse_id_spec",
     "problem_key",
 ]

@@ -19,7 +19,9 @@ from kernelbench.problems.model import LEVELS, Problem, ProblemSet
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("builtin", "directory", "huggingface")
+SOURCES = ("builtin", "directory", "huggingface", "kernelbench")
+#: The levels the public leaderboard ranks on the official set (level 4 needs the network to build).
+OFFICIAL_LEVELS = (1, 2, 3)
 HF_DATASET_ID = "ScalingIntelligence/KernelBench"
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 _LEVEL_DIR_RE = re.compile(r"^level(\d+)$")
@@ -190,6 +192,31 @@ def load_huggingface(path: str | Path | None = None, levels: Iterable[int] | Non
     return ProblemSet(problems, source=label)
 
 
+def load_official(path: str | Path | None = None, levels: Iterable[int] | None = None) -> ProblemSet:
+    """The official set at the pinned revision, from wherever it is: ``path`` (a KernelBench checkout or
+    problem folder, or a local copy of the dataset), else ``./KernelBench/``, else the Hugging Face hub.
+
+    Whatever it is read from must hash the same as the pinned manifest; anything else is refused, so a
+    board or score labelled official is the official problems.
+    """
+    from kernelbench.problems.identity import KERNELBENCH, identify
+
+    candidates = [Path(path).expanduser()] if path else [Path("KernelBench")]
+    folder = next((c for c in candidates if c.is_dir() and (_level_dirs(c) or (c / "KernelBench").is_dir())), None)
+    if folder is not None:
+        problems = load_directory(folder, levels, source=f"kernelbench:{folder}")
+    elif path:
+        problems = load_huggingface(path, levels)
+    else:
+        problems = load_huggingface(None, levels)
+    ident = identify(problems)
+    if ident.name != KERNELBENCH:
+        raise SourceError(f"{problems.source} is not the official KernelBench set: its problems are not those of "
+                          f"the pinned manifest (got {ident.name}); use --source directory or huggingface for "
+                          "other problems")
+    return problems
+
+
 def load_problems(source: str = "builtin", path: str | Path | None = None,
                   levels: Iterable[int] | None = None) -> ProblemSet:
     """One entry point for every source, as the CLI and scripts name them."""
@@ -201,4 +228,6 @@ def load_problems(source: str = "builtin", path: str | Path | None = None,
         return load_directory(path, levels)
     if source in ("huggingface", "hf"):
         return load_huggingface(path, levels)
+    if source == "kernelbench":
+        return load_official(path, levels)
     raise SourceError(f"unknown problem source {source!r} (choose from {', '.join(SOURCES)})")
