@@ -254,6 +254,8 @@ class WorkerProcess:
         code = self.proc.poll()
         if code is None:
             return "still running"
+        if self.confinement is not None and code > 128:
+            code = 128 - code  # bwrap reports its child's death by signal N as exit status 128 + N
         if code < 0:
             try:
                 name = signal.Signals(-code).name
