@@ -76,6 +76,7 @@ def test_cuda_ipc_counters_are_relayed_safely_and_removed_with_the_worker(tmp_pa
                      confinement=Confinement(support.bwrap, False, None))
     try:
         assert w.shm_dir is not None and w.shm_dir.parent == Path("/dev/shm")
+        assert os.stat(w.shm_dir).st_uid == os.stat(w.dirs.scratch).st_uid, "its /dev/shm is the worker's own"
         (w.shm_dir / "torch_2_4130068536_0").write_bytes(b"\0" * 64)
         secret = tmp_path / "secret"
         secret.write_text("CANARY")

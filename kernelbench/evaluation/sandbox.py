@@ -151,9 +151,9 @@ class WorkerProcess:
         self._shm_tag = uuid.uuid4().hex[:12]
         if confinement is not None and os.path.isdir("/dev/shm"):
             self.shm_dir = Path(tempfile.mkdtemp(prefix=f"kb-shm-{self._shm_tag}-", dir="/dev/shm"))
-            owner = sandbox_owner()
-            if owner is not None:
-                os.chown(self.shm_dir, *owner)
+            if os.geteuid() == 0:  # the worker's own uid, the one its other folders were given
+                st = os.stat(self.dirs.scratch)
+                os.chown(self.shm_dir, st.st_uid, st.st_gid)
         if confinement is not None:
             cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
                                 allow_network=confinement.allow_network, cache_root=confinement.cache_root,
