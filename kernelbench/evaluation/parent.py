@@ -413,6 +413,7 @@ def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
         runtime=v.runtime, ref_runtime=v.ref_runtime, timing_note=v.timing_note,
         guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
         wall_time_s=time.monotonic() - started, stage_times_s=v.stage_times,
+        reduced_size=dict(job.problem.reduced_size) if job.problem.reduced_size else None,
     )
     if result.runtime is not None and env.gpu_name:
         from kernelbench.roofline import check_speed_of_light
