@@ -10,7 +10,7 @@ import time
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo", help="evaluate a few worked, wrong and cheating kernels and show the verdicts (start here)",
-        description="Send five candidates (Triton and torch worked solutions, a wrong kernel, an exploit) "
+        description="Send four candidates (Triton and torch worked solutions, a wrong kernel, an exploit) "
                     "through the full evaluator: separate worker processes, correctness trials on fresh "
                     "inputs, static and runtime guards. With a GPU they run at full size and are timed "
                     "against the reference; without one they run at the problems' reduced CPU size "
