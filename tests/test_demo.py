@@ -142,3 +142,32 @@ def test_analyze_refuses_a_run_with_reduced_size_results(tmp_path):
                            str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "reduced CPU size" in proc.stderr and "level 1 problem 8" in proc.stderr
+
+
+def test_eval_reduced_size_marks_the_verdict_and_refuses_undeclared(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    kernel = "kernelbench/solutions/triton/level1/8_ReLU.py"
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "8",
+                           "--backend", "triton", "--kernel", kernel, "--reduced-size", "--correctness-trials", "2",
+                           "--output", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("CORRECT (reduced size)")
+    assert "REDUCED (batch_size=64, dim=1024)" in proc.stdout
+    assert "at reduced size" in proc.stderr  # the start line, before any result
+    assert KernelResult.from_json(out.read_text()).reduced_size == {"batch_size": 64, "dim": 1024}
+    bad = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "5",
+                          "--backend", "triton", "--kernel", kernel, "--reduced-size"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode != 0 and "declares no CPU_SIZE" in bad.stderr
+
+
+def test_cpu_size_warning_estimates_large_problems_only():
+    from kernelbench.cli.eval_cmd import cpu_size_warning, input_elements
+
+    problems = load_problems("builtin", None, levels=[1])
+    relu = problems.get(1, 8)
+    assert input_elements(relu) == 8192 * 16384  # sized on the meta device, no memory used
+    warning = cpu_size_warning(relu)
+    assert warning and "134M input elements" in warning and "--reduced-size" in warning and "Ctrl-C" in warning
+    assert cpu_size_warning(relu.at_reduced_size()) is None
