@@ -26,6 +26,6 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
-        block = 1 << 16
+        block = 1024 if x.is_cuda else 1 << 16  # few, large programs under the CPU interpreter
         leaky_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK=block)
         return out
