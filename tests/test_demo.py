@@ -155,6 +155,7 @@ def test_eval_reduced_size_marks_the_verdict_and_refuses_undeclared(tmp_path):
     assert proc.stdout.startswith("CORRECT (reduced size)")
     assert "REDUCED (batch_size=64, dim=1024)" in proc.stdout
     assert "at reduced size" in proc.stderr  # the start line, before any result
+    assert "reference setup done" in proc.stderr and "correctness done" in proc.stderr  # stage by stage
     assert KernelResult.from_json(out.read_text()).reduced_size == {"batch_size": 64, "dim": 1024}
     bad = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "5",
                           "--backend", "triton", "--kernel", kernel, "--reduced-size"],

@@ -66,8 +66,14 @@ def run(args: argparse.Namespace) -> int:
     runner = get_runner(args.runner, gpu=args.gpu)
     print(f"evaluating {path} on level {problem.level} problem {problem.problem_id} ({problem.name})"
           + (" at reduced size" if problem.reduced_size else ""), file=sys.stderr, flush=True)
-    with _Heartbeat():
-        result = runner.run([job], progress=False)[0]
+    with _Heartbeat() as beat:
+        if args.runner == "local":
+            from kernelbench.evaluation import evaluate_batch
+
+            result = evaluate_batch([job], devices=getattr(runner, "devices", None), progress=False,
+                                    on_stage=beat.stage_done)[0]
+        else:
+            result = runner.run([job], progress=False)[0]
     if args.output:
         atomic_write_text(args.output, result.to_json() + "\n")
     if args.json:
@@ -128,13 +134,19 @@ class _Heartbeat:
 
     def __init__(self, every_s: float = 5.0):
         self.every_s = every_s
+        self._last: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def stage_done(self, _index: int, stage: str, seconds: float) -> None:
+        self._last = stage
+        print(f"  {stage.replace('_', ' ')} done ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
     def _beat(self) -> None:
         started = time.monotonic()
         while not self._stop.wait(self.every_s):
-            print(f"  ... still evaluating ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            after = f", after {self._last.replace('_', ' ')}" if self._last else ""
+            print(f"  ... still evaluating ({time.monotonic() - started:.0f} s{after})", file=sys.stderr, flush=True)
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
