@@ -331,6 +331,9 @@ def measure_problem(problem: Problem, modes: Sequence[str], settings: EvalSettin
     mode. Pass a ``session`` to reuse workers across calls (``start_next`` then starts the next
     call's worker while this one runs).
     """
+    if problem.reduced_size:
+        raise BaselineError(f"problem {problem.name} is at its reduced CPU size; a baseline times the "
+                            f"full-size problem only")
     from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
     from kernelbench.evaluation.parent import DeviceSession, measure_reference, visible_devices
     from kernelbench.evaluation.settings import EvalSettings

@@ -224,6 +224,9 @@ class KernelResult(BaseModel):
     stage_times_s: dict[str, float] = Field(default_factory=dict)
     #: The GPU that actually ran the job when a remote runner chose it (Modal may substitute).
     runner: str | None = None
+    #: The problem's size globals when it ran at its reduced CPU size (``CPU_SIZE``), else None. Such a
+    #: result checks correctness only: it is refused by analyze, baselines and the leaderboard.
+    reduced_size: dict[str, int] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -256,7 +259,7 @@ class KernelResult(BaseModel):
     def verdict(self) -> str:
         """One word for tables: correct / incorrect / compile-failed / error stage."""
         if self.correct:
-            return "correct"
+            return "correct (reduced size)" if self.reduced_size else "correct"
         if self.error is not None:
             return {Stage.COMPILE: "compile-failed", Stage.LOAD: "load-failed"}.get(self.error.stage, self.error.stage.value)
         return "incorrect"
@@ -272,3 +275,20 @@ class KernelResult(BaseModel):
     def from_dict(cls, data: dict) -> KernelResult:
         """Our own dumps include computed fields (speedup, medians); validation ignores them."""
         return cls.model_validate(data)
+
+
+def reduced_size_results(results: list[KernelResult] | tuple[KernelResult, ...]) -> list[KernelResult]:
+    """The results that ran at a problem's reduced CPU size: correctness checks only, never scores.
+
+    Scoring, baselines and the leaderboard compare times against the full-size problem, so a result at
+    another size would compare two different problems; callers refuse a set that contains any.
+    """
+    return [r for r in results if r.reduced_size]
+
+
+def reduced_size_message(results: list[KernelResult], what: str) -> str:
+    """A clear refusal naming the reduced-size results (for analyze, baselines, the leaderboard)."""
+    names = ", ".join(f"level {r.level} problem {r.problem_id}" for r in results[:5])
+    more = f" and {len(results) - 5} more" if len(results) > 5 else ""
+    return (f"{what}: {len(results)} result(s) ran at a reduced CPU size ({names}{more}); such results check "
+            f"correctness only and cannot be scored. Evaluate at full size (without --reduced-size) on a GPU.")

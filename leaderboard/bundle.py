@@ -74,8 +74,14 @@ def read_bundle(path: str | Path) -> ResultsBundle:
     except UnicodeDecodeError:
         raise AggregationError(f"results bundle {path} is not UTF-8") from None
     try:
-        return ResultsBundle.model_validate_json(text)
+        bundle = ResultsBundle.model_validate_json(text)
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
         raise AggregationError(f"results bundle {path}: {loc}: {first['msg']}") from None
+    from kernelbench.results import reduced_size_message, reduced_size_results
+
+    reduced = reduced_size_results(bundle.results)
+    if reduced:
+        raise AggregationError(reduced_size_message(reduced, f"results bundle {path}"))
+    return bundle

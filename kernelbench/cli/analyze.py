@@ -64,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
     if not rd.results_path.exists():
         raise RunDirectoryError(f"{rd.results_path} does not exist: evaluate the run first (kernelbench evaluate-run)")
     results = list(rd.load_results().values())
+    from kernelbench.results import reduced_size_message, reduced_size_results
+
+    reduced = reduced_size_results(results)
+    if reduced:
+        raise RunDirectoryError(reduced_size_message(reduced, f"cannot analyze {run_dir}"))
     info = rd.info()
 
     baseline = None

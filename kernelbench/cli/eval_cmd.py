@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
+import time
 from pathlib import Path
 
 from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args, level_type
@@ -19,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel", required=True, help="candidate source file defining ModelNew")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--output", default=None, help="also write the result JSON to this file")
+    p.add_argument("--reduced-size", action="store_true",
+                   help="run the problem at its declared CPU_SIZE (correctness only at a small size; the "
+                        "result says so and is never scored)")
     add_source_args(p)
     add_eval_args(p)
     add_runner_args(p)
@@ -46,9 +52,28 @@ def run(args: argparse.Namespace) -> int:
         settings = eval_settings_from_args(args)
     except ValueError as e:
         raise KernelBenchError(str(e)) from None
+    if args.reduced_size:
+        try:
+            problem = problem.at_reduced_size()
+        except ValueError as e:
+            raise KernelBenchError(f"--reduced-size: {e}") from None
+    local_cpu = args.runner == "local" and _local_device(settings.device) == "cpu"
+    if local_cpu and not problem.reduced_size:
+        warning = cpu_size_warning(problem)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     job = EvalJob(problem=problem, candidate_source=source, settings=settings)
     runner = get_runner(args.runner, gpu=args.gpu)
-    result = runner.run([job], progress=False)[0]
+    print(f"evaluating {path} on level {problem.level} problem {problem.problem_id} ({problem.name})"
+          + (" at reduced size" if problem.reduced_size else ""), file=sys.stderr, flush=True)
+    with _Heartbeat() as beat:
+        if args.runner == "local":
+            from kernelbench.evaluation import evaluate_batch
+
+            result = evaluate_batch([job], devices=getattr(runner, "devices", None), progress=False,
+                                    on_stage=beat.stage_done)[0]
+        else:
+            result = runner.run([job], progress=False)[0]
     if args.output:
         atomic_write_text(args.output, result.to_json() + "\n")
     if args.json:
@@ -56,6 +81,80 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_verdict(result, str(path)))
     return 0
+
+
+#: Inputs above this many elements take minutes under the Triton interpreter (8_ReLU, 134M elements,
+#: took 195-451 s and 8.5 GB on a 2-core machine, issue 27).
+LARGE_CPU_ELEMENTS = 16 * 2**20
+_SECONDS_PER_MELEMENT = 195 / 134  # the quiet-machine 8_ReLU measurement, as a rough rate
+
+
+def _local_device(device: str | None) -> str:
+    if device:
+        return "cpu" if device == "cpu" else "cuda"
+    from kernelbench.evaluation.parent import visible_devices
+
+    return "cpu" if visible_devices() == ["cpu"] else "cuda"
+
+
+def input_elements(problem) -> int | None:
+    """Elements of the problem's inputs, built on torch's meta device (no memory, no compute).
+
+    The problem code is trusted (it is the reference, not a candidate). None if it cannot be sized.
+    """
+    import torch
+
+    ns: dict = {"__name__": f"kernelbench_size_probe_{problem.problem_id}"}
+    try:
+        exec(compile(problem.code, problem.filename, "exec"), ns)
+        with torch.device("meta"):
+            inputs = ns["get_inputs"]()
+    except Exception:
+        return None
+    return sum(int(x.numel()) for x in inputs if isinstance(x, torch.Tensor))
+
+
+def cpu_size_warning(problem) -> str | None:
+    """What to say before interpreting a large problem on the CPU: an estimate and how to avoid it."""
+    n = input_elements(problem)
+    if n is None or n < LARGE_CPU_ELEMENTS:
+        return None
+    from kernelbench.problems.contract import reduced_size
+
+    est = n / 1e6 * _SECONDS_PER_MELEMENT
+    alt = ("rerun with --reduced-size to check correctness at its CPU_SIZE in seconds"
+           if reduced_size(problem.code) else "it declares no CPU_SIZE (reduced size)")
+    return (f"note: {problem.name} is sized for a GPU ({n / 1e6:.0f}M input elements, {n * 4 / 2**30:.1f} GiB "
+            f"in fp32). On the CPU the Triton interpreter needs roughly {est / 60:.0f} min or more and several "
+            f"GB for it; press Ctrl-C to stop, or {alt}.")
+
+
+class _Heartbeat:
+    """Prints the elapsed time every few seconds while an evaluation runs, so the CLI never sits silent."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s = every_s
+        self._last: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def stage_done(self, _index: int, stage: str, seconds: float) -> None:
+        self._last = stage
+        print(f"  {stage.replace('_', ' ')} done ({seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self.every_s):
+            after = f", after {self._last.replace('_', ' ')}" if self._last else ""
+            print(f"  ... still evaluating ({time.monotonic() - started:.0f} s{after})", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def format_verdict(r, kernel_name: str = "") -> str:
@@ -95,5 +194,10 @@ def format_verdict(r, kernel_name: str = "") -> str:
         rows.append([f"guard [{f.severity}]", f"{f.rule}{line}: {f.message}"])
     for flag in r.flags:
         rows.append(["flag", flag])
+    if r.reduced_size:
+        sizes = ", ".join(f"{k}={v}" for k, v in r.reduced_size.items())
+        rows.append(["size", f"REDUCED ({sizes}): correctness only, never scored"])
     verdict = "CORRECT" if r.correct else "FAILED"
+    if r.reduced_size:
+        verdict += " (reduced size)"
     return f"{verdict}\n" + tabulate(rows, tablefmt="plain", maxcolwidths=[20, 100])

@@ -18,6 +18,7 @@ from kernelbench.errors import KernelBenchError
 
 # (verb, module). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
+    ("demo", "kernelbench.cli.demo"),
     ("problems", "kernelbench.cli.problems"),
     ("eval", "kernelbench.cli.eval_cmd"),
     ("evaluate-run", "kernelbench.cli.evaluate_run"),

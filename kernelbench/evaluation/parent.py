@@ -53,6 +53,23 @@ WORKER_START_TIMEOUT_S = 180.0
 _COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "MLIRCompilationError",
                         "PTXASError", "OutOfResources"}
 ResultCallback = Callable[[int, KernelResult], None]
+#: ``(job index, stage name, seconds)`` as each stage of a job finishes, for progress displays.
+StageCallback = Callable[[int, str, float], None]
+
+
+class _StageTimes(dict):
+    """Stage durations that also report each one as it is recorded (progress while a job runs)."""
+
+    def __init__(self, report: Callable[[str, float], None]):
+        super().__init__()
+        self._report = report
+
+    def __setitem__(self, key: str, value: float) -> None:
+        super().__setitem__(key, value)
+        try:
+            self._report(key, value)
+        except Exception:  # a display must never break an evaluation
+            log.exception("stage callback failed")
 
 
 class WorkerFailed(Exception):
@@ -443,9 +460,12 @@ def _builds_log(reply: dict) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
+def run_job(session: DeviceSession, job: EvalJob,
+            on_stage: Callable[[str, float], None] | None = None) -> KernelResult:
     started = time.monotonic()
     v = _Verdict()
+    if on_stage is not None:
+        v.stage_times = _StageTimes(on_stage)
     s = job.settings
     try:
         _run_job(session, job, v)
@@ -467,7 +487,8 @@ def run_job(session: DeviceSession, job: EvalJob) -> KernelResult:
         compiled=v.compiled, correct=v.correct and v.error is None, error=v.error, correctness=v.correctness,
         runtime=v.runtime, ref_runtime=v.ref_runtime, timing_note=v.timing_note,
         guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
-        wall_time_s=time.monotonic() - started, stage_times_s=v.stage_times,
+        wall_time_s=time.monotonic() - started, stage_times_s=dict(v.stage_times),
+        reduced_size=dict(job.problem.reduced_size) if job.problem.reduced_size else None,
     )
     if result.runtime is not None and env.gpu_name:
         from kernelbench.roofline import check_speed_of_light
@@ -949,8 +970,11 @@ class _Scheduler:
 
 def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None,
                    on_result: ResultCallback | None = None, progress: bool = True,
-                   compile_workers: int | None = None) -> list[KernelResult]:
-    """Evaluate many jobs over the local devices; results in job order, ``on_result`` as each finishes."""
+                   compile_workers: int | None = None, on_stage: StageCallback | None = None) -> list[KernelResult]:
+    """Evaluate many jobs over the local devices; results in job order, ``on_result`` as each finishes.
+
+    ``on_stage`` hears of each stage of each job as it finishes, so a display need not wait for whole jobs.
+    """
     jobs = list(jobs)
     if not jobs:
         return []
@@ -997,7 +1021,8 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
                     return
                 job = jobs[i]
                 try:
-                    result = run_job(session, job)
+                    report = None if on_stage is None else (lambda st, sec, i=i: on_stage(i, st, sec))
+                    result = run_job(session, job, on_stage=report)
                 except Exception as e:  # a bug of ours must not lose the batch
                     log.exception("evaluation of %s failed", job.key)
                     result = KernelResult(level=job.problem.level, problem_id=job.problem.problem_id,

@@ -66,3 +66,53 @@ def check_problem_code(code: str, where: str) -> None:
             f"{where}: not a KernelBench problem, it does not define {', '.join(missing)} "
             f"(a problem defines class Model, get_inputs() and get_init_inputs())"
         )
+
+
+#: Optional module-level declaration in a problem file: the integer globals to use when the problem is
+#: checked on the CPU (e.g. ``CPU_SIZE = {"batch_size": 16, "dim": 1024}``). Built-in problems are sized
+#: for an H100; under the Triton interpreter that size takes minutes and gigabytes, so the CPU path may
+#: check correctness at this size instead. A result at reduced size is marked and never scored.
+REDUCED_SIZE_NAME = "CPU_SIZE"
+
+
+def reduced_size(code: str) -> dict[str, int] | None:
+    """The problem's ``CPU_SIZE`` overrides, or None when it declares none.
+
+    Read from the source (never by running it). Each key must name a module-level integer assignment
+    of the problem, so that ``get_inputs``/``get_init_inputs`` (which read those globals at call time)
+    honour it; anything else raises ProblemFormatError.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    ints: set[str] = set()
+    decl = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name == REDUCED_SIZE_NAME:
+                decl = node.value
+            elif isinstance(node.value, ast.Constant) and type(node.value.value) is int:
+                ints.add(name)
+    if decl is None:
+        return None
+    try:
+        value = ast.literal_eval(decl)
+    except ValueError:
+        raise ProblemFormatError(f"{REDUCED_SIZE_NAME} must be a literal dict of name -> int") from None
+    if not isinstance(value, dict) or not value:
+        raise ProblemFormatError(f"{REDUCED_SIZE_NAME} must be a non-empty dict of name -> int")
+    for k, v in value.items():
+        if not isinstance(k, str) or type(v) is not int or v < 1:
+            raise ProblemFormatError(f"{REDUCED_SIZE_NAME}[{k!r}] = {v!r}: expected a positive int")
+        if k not in ints:
+            raise ProblemFormatError(f"{REDUCED_SIZE_NAME} names {k!r}, which is not a module-level int "
+                                     f"of the problem ({', '.join(sorted(ints)) or 'none'})")
+    return dict(value)
+
+
+def apply_reduced_size(code: str, sizes: dict[str, int]) -> str:
+    """The problem source with its size globals rebound (appended, so line numbers stay the same)."""
+    lines = [f"{k} = {int(v)}" for k, v in sizes.items()]
+    return code.rstrip("\n") + "\n\n# reduced size for the CPU path (kernelbench: CPU_SIZE)\n" + "\n".join(lines) + "\n"

@@ -15,12 +15,34 @@ from kernelbench.errors import ProblemNotFoundError
 LEVELS = (1, 2, 3, 4)
 
 
+def _without_reduced_size(code: str) -> str:
+    """The code minus its top-level ``CPU_SIZE = {...}`` declaration.
+
+    Declaring a reduced CPU size does not change what the problem computes at full size, so it must
+    not change the problem's identity (baselines and leaderboard results are keyed by this hash).
+    """
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.splitlines(keepends=True)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "CPU_SIZE" and node.end_lineno is not None):
+            del lines[node.lineno - 1:node.end_lineno]
+            return "".join(lines)
+    return code
+
+
 def normalized_code_hash(code: str) -> str:
     """Hash of the code's tokens, so reformatting or re-commenting a problem keeps its identity.
 
     Comments and all whitespace are dropped; string literals (docstrings included) are kept,
     because changing a docstring is harmless but changing a literal may change the problem.
     """
+    code = _without_reduced_size(code)
     parts: list[str] = []
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
             tokenize.ENCODING, tokenize.ENDMARKER}
@@ -52,6 +74,8 @@ class Problem:
     source: str = "builtin"
     #: Extra packages the problem imports beyond torch (e.g. ``transformers`` for level 4).
     requirements: tuple[str, ...] = field(default=())
+    #: Set on a problem shrunk to its ``CPU_SIZE`` (see :meth:`at_reduced_size`): the globals rebound.
+    reduced_size: tuple[tuple[str, int], ...] | None = None
 
     @cached_property
     def hash(self) -> str:
@@ -65,6 +89,24 @@ class Problem:
     def filename(self) -> str:
         """File name as KernelBench writes it; baseline files are keyed by it."""
         return f"{self.name}.py"
+
+    def at_reduced_size(self) -> Problem:
+        """This problem at its declared ``CPU_SIZE``, for affordable correctness checks on the CPU.
+
+        Its code (and so its hash) differs from the full-size problem, and results carry
+        ``reduced_size``: they say so everywhere and are refused by scoring. Raises ValueError if the
+        problem declares no reduced size.
+        """
+        from dataclasses import replace
+
+        from kernelbench.problems.contract import apply_reduced_size, reduced_size
+
+        if self.reduced_size is not None:
+            return self
+        sizes = reduced_size(self.code)
+        if sizes is None:
+            raise ValueError(f"problem {self.name} declares no CPU_SIZE (no reduced size)")
+        return replace(self, code=apply_reduced_size(self.code, sizes), reduced_size=tuple(sizes.items()))
 
     def __repr__(self) -> str:  # the code is long; keep reprs readable
         return f"Problem(level={self.level}, problem_id={self.problem_id}, name={self.name!r}, source={self.source!r})"

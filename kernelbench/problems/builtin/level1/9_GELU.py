@@ -4,6 +4,8 @@ import torch.nn.functional as F
 
 batch_size = 8192
 dim = 16384
+# Reduced size for correctness checks on the CPU (docs/builtin-suite.md); not scored.
+CPU_SIZE = {"batch_size": 64, "dim": 1024}
 
 
 class Model(nn.Module):
