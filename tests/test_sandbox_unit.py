@@ -1,9 +1,10 @@
-"""The sandbox's parts on their own: what is hidden and shown, the command line, and the CUDA IPC relay."""
+"""The sandbox's parts on their own: what is hidden and shown, the command line, and the host-copy relay."""
 
 from __future__ import annotations
 
-import base64
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,43 +63,51 @@ def test_command_line_confines_and_drops_root(tmp_path):
         open_net = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=False, allow_network=True,
                                            cache_root=None)
         assert "--unshare-net" not in open_net
-        if os.geteuid() == 0:  # a GPU worker shares the host's PIDs (CUDA IPC), its uid its own
-            gpu = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=True, allow_network=False, cache_root=None)
-            assert "--unshare-pid" not in gpu and "--unshare-net" in gpu
+        # A GPU worker is as alone as a CPU one (its outputs travel as host copies, not over CUDA IPC).
+        gpu = isolation.bwrap_command("/bin/bwrap", ["true"], dirs, gpu=True, allow_network=False, cache_root=None)
+        for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc"):
+            assert flag in gpu
     finally:
         dirs.cleanup()
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
-def test_cuda_ipc_counters_are_relayed_safely_and_removed_with_the_worker(tmp_path):
+def test_host_copies_are_relayed_safely_and_removed_with_the_worker(tmp_path):
     support = _support()
     w = start_worker("candidate", "cpu", "torch", None, init=False,
                      confinement=Confinement(support.bwrap, False, None))
     try:
         assert w.shm_dir is not None and w.shm_dir.parent == Path("/dev/shm")
-        assert os.stat(w.shm_dir).st_uid == os.stat(w.dirs.scratch).st_uid, "its /dev/shm is the worker's own"
-        (w.shm_dir / "torch_2_4130068536_0").write_bytes(b"\0" * 64)
-        secret = tmp_path / "secret"
-        secret.write_text("CANARY")
-        (w.shm_dir / "torch_2_456").symlink_to(secret)
-
-        def desc(name: str) -> list[dict]:
-            return [{"dtype": "float32", "shape": [4], "ipc": {"ref_counter_handle": base64.b64encode(name.encode()).decode()}}]
-
-        out = w.relay_ipc(desc("/torch_2_4130068536_0"))
-        relayed = base64.b64decode(out[0]["ipc"]["ref_counter_handle"]).decode()
-        assert relayed.startswith("/kb") and relayed.endswith("torch_2_4130068536_0")
-        assert os.path.samefile("/dev/shm" + relayed, w.shm_dir / "torch_2_4130068536_0")
-        assert w.relay_ipc([{"blob": 0}]) == [{"blob": 0}]  # CPU tensors pass untouched
-        with pytest.raises(ValueError, match="not a regular file"):
-            w.relay_ipc(desc("/torch_2_456"))
-        for bad in ("/../../etc/passwd", "/torch_2_1/x", "torch_2_1", "/psm_secret", "/torch_2_1_2_3_4_5"):
+        uid = os.stat(w.dirs.scratch).st_uid
+        assert os.stat(w.shm_dir).st_uid == uid, "its /dev/shm is the worker's own"
+        out = w.relay_outputs([{"dtype": "float32", "shape": [4], "device": "cuda:0", "shm": "kbx-arena",
+                                "offset": 0}, {"blob": 0}])
+        assert out[0]["host_file"] == {"path": str(w.shm_dir / "kbx-arena"), "uid": uid}
+        assert out[1] == {"blob": 0}  # CPU tensors pass untouched
+        for bad in ("../../etc/passwd", "kbx-arena/x", "kbx-", "/dev/shm/kbx-arena", "torch_2_1", 7):
             with pytest.raises(ValueError, match="unexpected"):
-                w.relay_ipc(desc(bad))
-        linked = "/dev/shm" + relayed
+                w.relay_outputs([{"shm": bad}])
+        with pytest.raises(ValueError, match="may not name a host file"):
+            w.relay_outputs([{"host_file": {"path": "/etc/shadow", "uid": 0}}])
+        with pytest.raises(ValueError, match="not CUDA IPC"):
+            w.relay_outputs([{"ipc": {}}])
+        (w.shm_dir / "kbx-arena").write_bytes(b"\0" * 16)
+        shm = w.shm_dir
     finally:
         w.kill()
-    assert not os.path.exists(linked) and not (w.shm_dir and w.shm_dir.exists())
+    assert not shm.exists()
+
+
+def test_an_unconfined_worker_may_not_send_host_copies():
+    w = start_worker("candidate", "cpu", "torch", None, init=False)
+    try:
+        assert w.shm_dir is None
+        with pytest.raises(ValueError, match="only from a sandboxed"):
+            w.relay_outputs([{"shm": "kbx-1"}])
+        with pytest.raises(ValueError, match="may not name a host file"):
+            w.relay_outputs([{"host_file": {"path": "/etc/passwd", "uid": 0}}])
+    finally:
+        w.kill()
 
 
 def test_a_confined_worker_sees_only_itself(tmp_path):
@@ -123,16 +132,14 @@ def test_a_confined_worker_sees_only_itself(tmp_path):
     assert not root.exists(), "private folders are removed with the worker"
 
 
-def test_gpu_candidates_are_not_confined_until_the_layout_is_proven(monkeypatch):
-    """auto: process isolation with the reason; require: one clear error, nothing evaluated."""
-    monkeypatch.delenv(isolation.GPU_OPT_IN_ENV, raising=False)
+def test_the_gpu_probe_also_starts_the_cuda_driver():
+    """On a GPU the probe runs cuInit inside the sandbox (a machine without libcuda passes: nothing to start)."""
+    support = _support()
     isolation.probe.cache_clear()
     try:
-        support = isolation.probe(True)
-        assert not support.available and "not yet proven on a GPU" in support.message()
-        assert "--no-sandbox" in support.message()
-        assert isolation.resolve("auto", True) is None
-        with pytest.raises(isolation.SandboxUnavailable, match="GPU"):
-            isolation.resolve("require", True)
+        gpu = isolation.probe(True)
+        assert gpu.available == support.available, gpu
+        prog = "import sys\nalone = True" + isolation._CUDA_PROBE.replace("libcuda.so.1", "libkb-no-such-lib.so")
+        assert subprocess.run([sys.executable, "-c", prog]).returncode == 0, "no driver library: no GPU to start"
     finally:
         isolation.probe.cache_clear()

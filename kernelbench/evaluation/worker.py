@@ -116,6 +116,7 @@ class Worker:
         self.fingerprinter = compare.Fingerprinter()
         self.inputs = inputs
         self.transport = transport
+        self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
 
     def cmd_init(self, msg: dict, blobs: list) -> tuple[dict, list]:
         """Create the CUDA context. Separate from process start so the parent can keep spare workers
@@ -263,6 +264,8 @@ class Worker:
         """Describe outputs and inputs for the reference worker; CUDA tensors go through the arena.
 
         ``staged``: the outputs are already a ``_snapshot`` (taken when forward returned)."""
+        if self.host_copy:
+            self.transport.begin_host_copies()
         torch = self.torch
         tree, leaves = self.transport.flatten(output)
         in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -271,9 +274,9 @@ class Worker:
         if self.is_cuda:
             in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
-        out_descs, out_blobs = self.transport.encode_tensors(plain)
+        out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy)
         in_descs, in_blobs = self.transport.encode_tensors([t if type(t) is torch.Tensor else torch.empty(0)
-                                                            for t in in_tensors])
+                                                            for t in in_tensors], self.host_copy)
         for d in in_descs:
             if "blob" in d:
                 d["blob"] += len(out_blobs)
