@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="seconds an evaluation may run when the request names no timeout_s (default 600)")
     lim.add_argument("--max-timeout", type=non_negative_float, default=1800.0,
                      help="the most timeout_s a request may ask for (default 1800)")
+    lim.add_argument("--kill-grace", type=non_negative_float, default=10.0,
+                     help="seconds past its timeout before an evaluation's evaluator process is killed (default 10)")
     lim.add_argument("--result-ttl", type=non_negative_float, default=3600.0,
                      help="seconds an uncollected result is kept (default 3600)")
     lim.add_argument("--drain-timeout", type=non_negative_float, default=30.0,
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         problem_source=args.source, problem_path=args.path, sandbox=args.sandbox, allow_network=args.allow_network,
         token=read_token(args.token_file), max_queue=args.max_queue, max_batch=args.max_batch,
         max_request_bytes=args.max_request_bytes, max_source_bytes=args.max_source_bytes,
-        default_timeout_s=args.timeout, max_timeout_s=args.max_timeout, result_ttl_s=args.result_ttl,
+        default_timeout_s=args.timeout, max_timeout_s=args.max_timeout, result_ttl_s=args.result_ttl, kill_grace_s=args.kill_grace,
         drain_timeout_s=args.drain_timeout, state_dir=Path(args.state_dir) if args.state_dir else None,
     )
     config.check()

@@ -23,7 +23,15 @@ import httpx
 
 from kernelbench.results import KernelResult
 from kernelbench.server.config import TOKEN_ENV
-from kernelbench.server.models import BatchInfo, BatchRequest, EvalRequest, Health, JobInfo, ProblemRef, RequestSettings
+from kernelbench.server.models import (
+    BatchInfo,
+    BatchRequest,
+    EvalRequest,
+    Health,
+    JobInfo,
+    ProblemRef,
+    RequestSettings,
+)
 
 
 class ServerError(Exception):

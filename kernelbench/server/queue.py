@@ -135,6 +135,7 @@ class JobQueue:
         for slot in self._slots:
             slot.process.stop()
             slot.stopped = True
+        log.warning("server stopped: %d results finished, nothing in flight", sum(s.evaluations for s in self._slots))
 
     # ------------------------------------------------------------------ admission
     def submit(self, requests: list[EvalRequest]) -> list[JobRecord]:
@@ -233,6 +234,10 @@ class JobQueue:
         from kernelbench.runners.modal_runner import job_to_wire
 
         dev = slot.process
+        try:  # start now, so the first request does not wait for Python, torch and the evaluator
+            dev.start()
+        except RuntimeError as e:
+            log.error("%s (tried again with the first job)", e)
         while True:
             rec = self._take(slot)
             if rec is None:
