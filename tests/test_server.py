@@ -152,7 +152,7 @@ def body(source: str = HONEST, **extra) -> dict:
 # ---------------------------------------------------------------------------- bad input
 BAD = {
     "malformed JSON": (b'{"candidate_source": "x",', 400, "malformed JSON"),
-    "not an object": (b"[1, 2]", 400, "valid dictionary"),
+    "not an object": (b"[1, 2]", 400, "the request body must be one JSON object"),
     "empty body": (b"", 400, "request body is missing"),
     "missing candidate": ({"problem": {"level": 1, "problem_id": 1}}, 400, "candidate_source: Field required"),
     "missing problem": ({"candidate_source": HONEST}, 400, "exactly one of `problem`"),
@@ -279,6 +279,20 @@ def test_wedged_evaluator_is_killed_at_the_deadline(server, client):
     assert server.health()["devices"][0]["restarts"] == restarts + 1
     with pytest.raises(ProcessLookupError):
         os.kill(busy["pid"], 0)  # killed, not left stopped
+
+
+def test_problems_endpoint_and_the_example_rl_loop(server, client):
+    listed = client.problems()
+    assert listed.problem_set == "directory" and [(p.level, p.problem_id) for p in listed.problems] == [(1, 1)]
+    one = client.problem(1, 1)
+    assert one.code == PROBLEM and one.name == "1_Scaled_relu" and not one.reduced_size
+    r = httpx.get(server.url + "/v1/problems/1/5")
+    assert r.status_code == 404 and "no problem with id 5" in r.json()["detail"]
+    example = Path(__file__).resolve().parents[1] / "examples" / "rl_loop.py"
+    proc = subprocess.run([sys.executable, str(example), "--url", server.url, "--level", "1", "--problem-id", "1",
+                           "--steps", "1", "--group", "3"], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "step 0: mean reward" in proc.stdout and "correct->0.10" in proc.stdout, proc.stdout
 
 
 def test_health_and_metrics(server, client):

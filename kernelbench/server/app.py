@@ -3,7 +3,8 @@
 Routes (``docs/server.md`` has the bodies): ``POST /v1/jobs`` and ``/v1/jobs/batch`` submit and return
 202 at once; ``GET /v1/jobs/{id}`` polls; ``DELETE /v1/jobs/{id}`` collects a result or cancels a queued
 job; ``POST /v1/evaluate`` and ``/v1/evaluate/batch`` block until the verdicts are in (or answer 202 with
-the jobs to poll once ``wait_s`` is over); ``GET /health``; ``GET /metrics`` (Prometheus text).
+the jobs to poll once ``wait_s`` is over); ``GET /v1/problems`` and ``/v1/problems/{level}/{id}`` (the reference source, for prompts);
+``GET /health``; ``GET /metrics`` (Prometheus text).
 
 Every refusal is a JSON ``{"detail": "..."}`` with a 4xx status: 400 bad request, 401 token, 404 unknown
 job, 409 conflict, 413 too large, 429 queue full (with Retry-After), 503 shutting down.
@@ -23,8 +24,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from kernelbench import __version__
+from kernelbench.errors import KernelBenchError
 from kernelbench.server.config import ServerConfig
-from kernelbench.server.models import BatchInfo, BatchRequest, ErrorBody, EvalRequest, Health, JobInfo
+from kernelbench.server.models import (
+    BatchInfo,
+    BatchRequest,
+    ErrorBody,
+    EvalRequest,
+    Health,
+    JobInfo,
+    ProblemInfo,
+    ProblemList,
+)
 from kernelbench.server.problems import RequestError
 from kernelbench.server.queue import JobQueue, QueueFull, ShuttingDown
 
@@ -98,7 +109,10 @@ def _validation_message(exc: RequestValidationError) -> str:
             parts.append("the request body is missing: send a JSON object (Content-Type: application/json)")
             continue
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        parts.append(f"{'.'.join(loc) or 'body'}: {msg}")
+        if not loc:
+            parts.append(f"the request body must be one JSON object (Content-Type: application/json): {msg}")
+            continue
+        parts.append(f"{'.'.join(loc)}: {msg}")
     return "; ".join(parts[:10]) + (f"; and {len(parts) - 10} more" if len(parts) > 10 else "")
 
 
@@ -197,6 +211,25 @@ def create_app(config: ServerConfig, queue: JobQueue | None = None) -> FastAPI:
         ids = [r.id for r in queue.submit(batch.requests)]
         done = await _wait(ids, wait_s)
         return _json(BatchInfo(jobs=_answer(ids, done, collect)), 200 if done else 202)
+
+    def _problem_info(p, code: bool) -> ProblemInfo:
+        from kernelbench.problems.contract import reduced_size
+
+        return ProblemInfo(level=p.level, problem_id=p.problem_id, name=p.name, hash=p.hash,
+                           reduced_size=reduced_size(p.code) is not None, code=p.code if code else None)
+
+    @app.get("/v1/problems", response_model=ProblemList, summary="the problems this server evaluates against")
+    async def problems() -> JSONResponse:
+        ps = queue.builder.problems()
+        return _json(ProblemList(problem_set=queue.builder.set_name, problems=[_problem_info(p, False) for p in ps]))
+
+    @app.get("/v1/problems/{level}/{problem_id}", response_model=ProblemInfo, summary="one problem, with its source")
+    async def problem(level: int, problem_id: int) -> JSONResponse:
+        try:
+            p = queue.builder.problems().get(level, problem_id)
+        except KernelBenchError as e:
+            raise HTTPException(404, f"unknown problem: {e}") from None
+        return _json(_problem_info(p, True))
 
     @app.get("/health", response_model=Health, summary="liveness, queue and devices")
     async def health() -> JSONResponse:

@@ -29,6 +29,8 @@ from kernelbench.server.models import (
     EvalRequest,
     Health,
     JobInfo,
+    ProblemInfo,
+    ProblemList,
     ProblemRef,
     RequestSettings,
 )
@@ -101,6 +103,13 @@ class EvalClient:
 
     def metrics(self) -> str:
         return self._call("GET", "/metrics").text
+
+    def problems(self) -> ProblemList:
+        return ProblemList.model_validate(self._call("GET", "/v1/problems").json())
+
+    def problem(self, level: int, problem_id: int) -> ProblemInfo:
+        """One problem with its reference source (what a policy's prompt is built from)."""
+        return ProblemInfo.model_validate(self._call("GET", f"/v1/problems/{level}/{problem_id}").json())
 
     def submit(self, request: EvalRequest) -> JobInfo:
         """Queue one job and return at once (202)."""

@@ -121,6 +121,22 @@ class Health(BaseModel):
     devices: list[DeviceInfo]
 
 
+class ProblemInfo(BaseModel):
+    """A problem of the server's set; ``code`` (the reference source) only when asked for one problem."""
+
+    level: int
+    problem_id: int
+    name: str
+    hash: str
+    reduced_size: bool = Field(description="Whether it declares a CPU_SIZE (settings.reduced_size may be used).")
+    code: str | None = None
+
+
+class ProblemList(BaseModel):
+    problem_set: str
+    problems: list[ProblemInfo]
+
+
 class ErrorBody(BaseModel):
     """Every 4xx and 5xx: one sentence saying what was wrong and what to do."""
 
@@ -128,4 +144,4 @@ class ErrorBody(BaseModel):
 
 
 __all__ = ["BatchInfo", "BatchRequest", "DeviceInfo", "ErrorBody", "EvalRequest", "Health", "JOB_ID_PATTERN",
-           "JobInfo", "JobState", "ProblemRef", "RequestSettings"]
+           "JobInfo", "JobState", "ProblemInfo", "ProblemList", "ProblemRef", "RequestSettings"]
