@@ -357,3 +357,18 @@ def test_shutdown_while_busy_saves_work_and_a_restart_finishes_it(tmp_path, prob
         assert not (state / "server-state.json").exists()
     finally:
         assert s2.stop()
+
+
+@pytest.mark.slow
+def test_load_script_loses_nothing(tmp_path):
+    """scripts/bench_server.py (the GPU load test) in its CPU form: several clients, every result back."""
+    out = tmp_path / "bench.json"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_server.py"
+    proc = subprocess.run([sys.executable, str(script), "--gpus", "cpu", "--level", "1", "--problem-id", "8",
+                           "--reduced-size", "--candidates", "reference", "--requests", "3", "--clients", "3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out.read_text())
+    assert report["results"] == 3 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
+    assert report["verdicts"] == {"correct (reduced size)": 3}

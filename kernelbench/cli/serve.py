@@ -144,5 +144,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("kernelbench").warning(
         "kernelbench serve: http://%s:%d on %s, problem set %s, sandbox %s%s", config.host, config.port,
         ", ".join(config.devices), config.problem_source, config.sandbox, ", token required" if config.token else "")
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once its shutdown (and our drain) is done
+        pass
     return 0

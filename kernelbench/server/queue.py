@@ -131,11 +131,12 @@ class JobQueue:
             self._cv.notify_all()
         for t in self._threads:
             t.join(timeout=30)
-        self._save()
+        saved = self._save()
         for slot in self._slots:
             slot.process.stop()
             slot.stopped = True
-        log.warning("server stopped: %d results finished, nothing in flight", sum(s.evaluations for s in self._slots))
+        log.warning("server stopped: %d evaluations finished; %d unfinished jobs %s", sum(s.evaluations for s in self._slots),
+                    saved, f"saved to {self._state_path()}" if self._state_path() else "dropped (no --state-dir)")
 
     # ------------------------------------------------------------------ admission
     def submit(self, requests: list[EvalRequest]) -> list[JobRecord]:
@@ -323,7 +324,8 @@ class JobQueue:
     def _state_path(self) -> Path | None:
         return Path(self.config.state_dir) / STATE_FILE if self.config.state_dir else None
 
-    def _save(self) -> None:
+    def _save(self) -> int:
+        """Write unfinished jobs and uncollected results to the state file; returns the unfinished count."""
         with self._cv:
             pending = [self._jobs[k] for k in self._waiting if k in self._jobs]
             done = [r for r in self._jobs.values() if r.status == "done"]
@@ -332,7 +334,7 @@ class JobQueue:
             if pending:
                 log.error("%d queued jobs are dropped at shutdown: start the server with --state-dir to keep them",
                           len(pending))
-            return
+            return len(pending)
         state = {"version": STATE_VERSION,
                  "pending": [{"id": r.id, "request": r.request.model_dump(mode="json"), "submitted_at": r.submitted_at,
                               "attempts": r.attempts} for r in pending if r.request is not None],
@@ -343,6 +345,7 @@ class JobQueue:
         os.replace(tmp, path)
         log.warning("saved %d unfinished jobs and %d uncollected results to %s", len(state["pending"]),
                     len(state["results"]), path)
+        return len(state["pending"])
 
     def _restore(self) -> None:
         path = self._state_path()
