@@ -133,7 +133,8 @@ def problems(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, problems):
     s = Server(tmp_path_factory.mktemp("srv"), "--max-queue", "5", "--max-batch", "8", "--max-source-bytes", "4096",
-               "--max-request-bytes", "65536", "--kill-grace", "6", problems=problems)
+               "--max-request-bytes", "65536", "--kill-grace", "6", "--allow-reference-source",
+               problems=problems)
     yield s
     assert s.stop(), s.output()
 
@@ -315,10 +316,15 @@ def test_health_and_metrics(server, client):
 
 # ---------------------------------------------------------------------------- auth and shutdown
 def test_token_is_required_beyond_loopback_and_checked(tmp_path, problems):
-    bare = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "serve", "--host", "0.0.0.0", "--gpus", "cpu"],
-                          capture_output=True, text=True, timeout=60,
-                          env={k: v for k, v in os.environ.items() if k != "KERNELBENCH_SERVER_TOKEN"})
-    assert bare.returncode == 2 and "needs a bearer token" in bare.stderr
+    def refused(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "serve", "--gpus", "cpu", *args],
+                              capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "KERNELBENCH_SERVER_TOKEN"})
+        assert proc.returncode == 2, proc.stderr
+        return proc.stderr
+
+    assert "needs a bearer token" in refused("--host", "0.0.0.0")
+    assert "--runner modal is not yet supported" in refused("--runner", "modal")
     s = Server(tmp_path, env={"KERNELBENCH_SERVER_TOKEN": "s3cret"}, problems=problems)
     try:
         assert httpx.get(s.url + "/health").status_code == 200  # probes need no token
@@ -331,6 +337,10 @@ def test_token_is_required_beyond_loopback_and_checked(tmp_path, problems):
         assert httpx.post(s.url + "/v1/jobs", content=b"{", headers={"Authorization": "Bearer no"}).status_code == 401
         with EvalClient(s.url, token="s3cret") as c:
             assert "kernelbench_server_queue_depth" in c.metrics()
+            # Problems by source run their reference unconfined: refused unless the operator allows it.
+            with pytest.raises(ServerError) as e:
+                c.submit(make_request(HONEST, reference_source=PROBLEM, backend="torch"))
+            assert e.value.status == 403 and "--allow-reference-source" in e.value.detail
     finally:
         assert s.stop()
 

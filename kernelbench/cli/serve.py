@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="off",
                    help="process isolation only: candidate code can read what this user can read")
     s.add_argument("--allow-network", action="store_true", help="let sandboxed candidates reach the network")
+    s.add_argument("--allow-reference-source", action="store_true",
+                   help="accept problems sent by source (reference_source); their reference runs as trusted code "
+                        "outside the sandbox, so allow it only when every client is trusted")
     p.set_defaults(sandbox="auto", func=run)
 
 
@@ -114,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig(
         host=args.host, port=args.port, devices=parse_devices(args.gpus, args.cpu_workers), runner=args.runner,
         problem_source=args.source, problem_path=args.path, sandbox=args.sandbox, allow_network=args.allow_network,
+        allow_reference_source=args.allow_reference_source,
         token=read_token(args.token_file), max_queue=args.max_queue, max_batch=args.max_batch,
         max_request_bytes=args.max_request_bytes, max_source_bytes=args.max_source_bytes,
         default_timeout_s=args.timeout, max_timeout_s=args.max_timeout, result_ttl_s=args.result_ttl, kill_grace_s=args.kill_grace,

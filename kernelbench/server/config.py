@@ -39,6 +39,9 @@ class ServerConfig:
     problem_path: str | None = None
     sandbox: str = "auto"
     allow_network: bool = False
+    #: Accept problems sent by source. Off by default: a problem's reference runs as trusted code, outside the
+    #: sandbox, so only a server whose every client is trusted may take references from requests.
+    allow_reference_source: bool = False
     token: str | None = field(default=None, repr=False)
     #: Jobs waiting to start; a submission that does not fit is refused with 429 and Retry-After.
     max_queue: int = 256

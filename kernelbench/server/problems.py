@@ -52,6 +52,11 @@ class JobBuilder:
 
     def _problem(self, req: EvalRequest) -> Problem:
         if req.reference_source is not None:
+            if not self.config.allow_reference_source:
+                raise RequestError("this server does not accept problems by source: a reference runs as trusted code "
+                                   "outside the sandbox, so the operator must allow it (kernelbench serve "
+                                   "--allow-reference-source, for trusted clients only); name a problem of the "
+                                   f"server's set ({self.set_name}) with `problem` instead", status=403)
             self._check_size("reference_source", req.reference_source)
             try:
                 check_problem_code(req.reference_source, "reference_source")
