@@ -132,8 +132,10 @@ def problems(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, problems):
+    # Process isolation, as on the GPU today: there orphaned workers do not die with their parent (the sandbox's
+    # do), so the killed-evaluator test shows that the server kills them. The other servers here use the sandbox.
     s = Server(tmp_path_factory.mktemp("srv"), "--max-queue", "5", "--max-batch", "8", "--max-source-bytes", "4096",
-               "--max-request-bytes", "65536", "--kill-grace", "6", "--allow-reference-source",
+               "--max-request-bytes", "65536", "--kill-grace", "6", "--allow-reference-source", "--no-sandbox",
                problems=problems)
     yield s
     assert s.stop(), s.output()
@@ -247,19 +249,36 @@ def test_blocking_call_by_source_and_reduced_size(server, client):
     assert client.wait("taken", timeout_s=120).correct
 
 
+def _alive(pid: int, started: str) -> bool:
+    """The very process (same start time) still exists and is not a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[19] == started and fields[0] != "Z"
+
+
 def test_killed_evaluator_process_loses_no_request(server, client):
-    slow = client.submit(make_request(SLOW, level=1, problem_id=1, backend="torch", correctness_trials=2))
+    """SIGKILL the evaluator process while a candidate hangs in it: the job is re-queued and judged by a new
+    process, the job queued behind it is judged too, and the orphaned workers (the hung one too) are killed."""
+    from kernelbench.server.device import descendants
+
+    hung = client.submit(make_request(HANGS, level=1, problem_id=1, backend="torch", timeout_s=4))
     other = client.submit(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2))
     restarts = server.health()["devices"][0]["restarts"]
     busy = server.wait_busy()
-    assert busy["job_id"] == slow.id
+    assert busy["job_id"] == hung.id
+    time.sleep(3)  # the candidate is in its endless forward now
+    tree = descendants(busy["pid"])
+    assert tree
     os.kill(busy["pid"], signal.SIGKILL)
-    r_slow = client.wait(slow.id, timeout_s=120, collect=False)
-    assert r_slow.correct, r_slow.error
-    assert client.get(slow.id).attempts == 2
+    r_hung = client.wait(hung.id, timeout_s=120, collect=False)
+    assert r_hung.error.stage == Stage.TIMEOUT and "within 4 s" in r_hung.error.message  # the evaluator's verdict
+    assert client.get(hung.id).attempts == 2
     assert client.wait(other.id, timeout_s=120).correct
     dev = server.health()["devices"][0]
     assert dev["restarts"] == restarts + 1 and dev["pid"] != busy["pid"]
+    assert not [pid for pid, started in tree.items() if _alive(pid, started)]
     metrics = client.metrics()
     assert 'kernelbench_server_events_total{kind="requeued"} 1' in metrics
     assert 'kernelbench_server_events_total{kind="device_died"} 1' in metrics

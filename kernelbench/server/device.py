@@ -106,34 +106,57 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # ---------------------------------------------------------------------------- the supervisor
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat after the command name: [state, ppid, ..., starttime at index 19]; None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+    return stat[stat.rfind(")") + 2:].split()
+
+
 def _children_map() -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1:
-            out.setdefault(int(fields[1]), []).append(int(entry.name))
+        if entry.name.isdigit():
+            fields = _stat_fields(entry.name)
+            if fields and len(fields) > 1:
+                out.setdefault(int(fields[1]), []).append(int(entry.name))
     return out
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; empty elsewhere). Workers start sessions of their own,
-    so killing the evaluator's process group alone would leave a hung candidate running."""
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` with its start time (Linux /proc; empty elsewhere). Workers start sessions
+    of their own, so killing the evaluator's process group alone would leave a hung candidate running."""
     if not Path("/proc").is_dir():
-        return []
+        return {}
     children = _children_map()
-    out, todo = [], [pid]
+    out: dict[int, str] = {}
+    todo = [pid]
     while todo:
         for c in children.get(todo.pop(), []):
-            out.append(c)
+            fields = _stat_fields(c)
+            if fields and len(fields) > 19:
+                out[c] = fields[19]
             todo.append(c)
     return out
+
+
+def kill_tree(procs: dict[int, str]) -> None:
+    """SIGKILL each process (and the group it leads) that is still the one recorded: same pid, same start time,
+    so a pid reused since the snapshot is never touched."""
+    for pid, started in procs.items():
+        fields = _stat_fields(pid)
+        if not fields or len(fields) <= 19 or fields[19] != started:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the session (and group) each worker leads
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 class DeviceProcess:
@@ -147,6 +170,10 @@ class DeviceProcess:
         self.proc: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.restarts = 0
+        #: The workers below the evaluator at the last look: if it dies, they are orphans to kill (a hung
+        #: candidate would otherwise run on, its parent gone).
+        self._below: dict[int, str] = {}
+        self._looked = 0.0
         self._started_once = False
         self._lock = threading.Lock()
 
@@ -203,6 +230,8 @@ class DeviceProcess:
             try:
                 msg, _ = self.channel.recv(min(0.5, left))
             except ChannelTimeout:
+                if time.monotonic() - self._looked > 2.0 and self.proc is not None:
+                    self._below, self._looked = descendants(self.proc.pid), time.monotonic()
                 continue
             except (ChannelClosed, ProtocolError, OSError):
                 code = self.proc.poll() if self.proc is not None else None
@@ -219,15 +248,14 @@ class DeviceProcess:
             self.proc, self.channel = None, None
         if proc is None:
             return
-        below = descendants(proc.pid) if proc.poll() is None else []
-        for pid in [proc.pid, *below]:
+        below = descendants(proc.pid) if proc.poll() is None else {}
+        if proc.poll() is None:
             try:
-                os.killpg(pid, signal.SIGKILL)  # the session (and group) each worker leads
+                os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                proc.kill()
+        kill_tree({**self._below, **below})  # the last snapshot covers an evaluator that died on its own
+        self._below = {}
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
