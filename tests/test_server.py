@@ -378,12 +378,18 @@ def test_shutdown_while_busy_saves_work_and_a_restart_finishes_it(tmp_path, prob
     saved = json.loads((state / "server-state.json").read_text())
     assert {p["id"] for p in saved["pending"]} | {r["id"] for r in saved["results"]} == {j.id for j in jobs}
     assert saved["pending"], "nothing was in flight at the shutdown"
-    s2 = Server(tmp_path, *args, problems=problems)
+    s2 = Server(tmp_path, *args, "--result-ttl", "3", problems=problems)
     try:
         with EvalClient(s2.url, poll_s=0.2) as c:
-            results = [c.wait(j.id, timeout_s=120) for j in jobs]
-        assert all(isinstance(r, KernelResult) and r.correct for r in results), [r.error for r in results]
-        assert not (state / "server-state.json").exists()
+            results = [c.wait(j.id, timeout_s=120, collect=k < 2) for k, j in enumerate(jobs)]
+            assert all(isinstance(r, KernelResult) and r.correct for r in results), [r.error for r in results]
+            assert not (state / "server-state.json").exists()
+            # The one result nobody collected expires after --result-ttl.
+            deadline = time.monotonic() + 20
+            while httpx.get(f"{s2.url}/v1/jobs/{jobs[2].id}").status_code == 200 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert httpx.get(f"{s2.url}/v1/jobs/{jobs[2].id}").status_code == 404
+            assert 'kernelbench_server_events_total{kind="expired"} 1' in c.metrics()
     finally:
         assert s2.stop()
 
@@ -401,3 +407,33 @@ def test_load_script_loses_nothing(tmp_path):
     report = json.loads(out.read_text())
     assert report["results"] == 3 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
     assert report["verdicts"] == {"correct (reduced size)": 3}
+
+
+def test_device_specs_and_metrics_arithmetic():
+    """The pieces with no server: --gpus parsing, failure kinds, evaluations per minute on a fake clock."""
+    from kernelbench.cli.serve import parse_devices
+    from kernelbench.errors import KernelBenchError
+    from kernelbench.server.metrics import Metrics, failure_kind
+
+    assert parse_devices("cpu", 2) == ("cpu", "cpu")
+    assert parse_devices("0,2", 1) == ("cuda:0", "cuda:2")
+    for bad in ("0,0", "gpu0", "-1"):
+        with pytest.raises(KernelBenchError, match="--gpus"):
+            parse_devices(bad, 1)
+    now = [1000.0]
+    m = Metrics(clock=lambda: now[0])
+    ok = KernelResult(level=1, problem_id=1, problem_name="p", backend="torch", correct=True,
+                      stage_times_s={"load": 0.5})
+    wrong = ok.model_copy(update={"correct": False})
+    assert failure_kind(ok) is None and failure_kind(wrong) == "incorrect"
+    now[0] += 30
+    for r in (ok, ok, wrong):
+        m.record_result(r, queue_s=1.0, eval_s=2.0)
+    assert m.per_minute() == pytest.approx(6.0)  # 3 in the 30 s since start
+    now[0] += 600
+    assert m.per_minute() == 0.0  # outside the 5-minute window
+    text = m.render({"queue_depth": 2}, {"cpu": {"evaluations": 3, "restarts": 0, "busy": 0}})
+    assert 'kernelbench_server_evaluations_total{verdict="incorrect"} 1' in text
+    assert 'kernelbench_server_stage_seconds_sum{stage="load"} 1.5' in text
+    assert 'kernelbench_server_stage_seconds_count{stage="queue_wait"} 3' in text
+    assert "kernelbench_server_queue_depth 2" in text
