@@ -258,6 +258,23 @@ def _alive(pid: int, started: str) -> bool:
     return fields[19] == started and fields[0] != "Z"
 
 
+def test_kbencheval_compatible_call(server):
+    """KBenchEval's POST /eval: its field names in, KernelExecResult out, the full result in metadata."""
+    sent = {"original_model_src": "# the official text, recommented\n" + PROBLEM, "custom_model_src": HONEST,
+            "backend": "torch", "num_correct_trials": 2, "seed_num": 7, "num_perf_trials": 100,
+            "measure_performance": True, "verbose": False, "preferred_device": 0}
+    r = httpx.post(server.url + "/eval", json=sent, timeout=120)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["compiled"] is True and out["correctness"] is True and out["runtime"] == -1.0  # not timed on a CPU
+    full = KernelResult.from_dict(out["metadata"]["kernelbench_result"])
+    assert (full.level, full.problem_id) == (1, 1)  # matched to the server's own copy by hash
+    wrong = httpx.post(server.url + "/eval", json={**sent, "custom_model_src": WRONG}, timeout=120).json()
+    assert wrong["correctness"] is False and "WrongOutput" in wrong["metadata"]["correctness_issue"]
+    bad = httpx.post(server.url + "/eval", json={"custom_model_src": HONEST}, timeout=10)
+    assert bad.status_code == 400 and "original_model_src: Field required" in bad.json()["detail"]
+
+
 def test_killed_evaluator_process_loses_no_request(server, client):
     """SIGKILL the evaluator process while a candidate hangs in it: the job is re-queued and judged by a new
     process, the job queued behind it is judged too, and the orphaned workers (the hung one too) are killed."""
@@ -360,6 +377,9 @@ def test_token_is_required_beyond_loopback_and_checked(tmp_path, problems):
             with pytest.raises(ServerError) as e:
                 c.submit(make_request(HONEST, reference_source=PROBLEM, backend="torch"))
             assert e.value.status == 403 and "--allow-reference-source" in e.value.detail
+        r = httpx.post(s.url + "/eval", headers={"Authorization": "Bearer s3cret"},
+                       json={"original_model_src": PROBLEM.replace("N = 64", "N = 65"), "custom_model_src": HONEST})
+        assert r.status_code == 403, r.text  # not one of the server's problems: a problem by source
     finally:
         assert s.stop()
 

@@ -4,7 +4,7 @@ Routes (``docs/server.md`` has the bodies): ``POST /v1/jobs`` and ``/v1/jobs/bat
 202 at once; ``GET /v1/jobs/{id}`` polls; ``DELETE /v1/jobs/{id}`` collects a result or cancels a queued
 job; ``POST /v1/evaluate`` and ``/v1/evaluate/batch`` block until the verdicts are in (or answer 202 with
 the jobs to poll once ``wait_s`` is over); ``GET /v1/problems`` and ``/v1/problems/{level}/{id}`` (the reference source, for prompts);
-``GET /health``; ``GET /metrics`` (Prometheus text).
+``GET /health``; ``GET /metrics`` (Prometheus text); ``POST /eval``, KBenchEval's call (:mod:`.compat`).
 
 Every refusal is a JSON ``{"detail": "..."}`` with a 4xx status: 400 bad request, 401 token, 404 unknown
 job, 409 conflict, 413 too large, 429 queue full (with Retry-After), 503 shutting down.
@@ -25,6 +25,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from kernelbench import __version__
 from kernelbench.errors import KernelBenchError
+from kernelbench.server import compat
+from kernelbench.server.compat import KBenchEvalRequest
 from kernelbench.server.config import ServerConfig
 from kernelbench.server.models import (
     BatchInfo,
@@ -230,6 +232,14 @@ def create_app(config: ServerConfig, queue: JobQueue | None = None) -> FastAPI:
         except KernelBenchError as e:
             raise HTTPException(404, f"unknown problem: {e}") from None
         return _json(_problem_info(p, True))
+
+    @app.post("/eval", summary="KBenchEval-compatible blocking call (KernelExecResult shape)")
+    async def kbencheval(req: KBenchEvalRequest) -> JSONResponse:
+        """KBenchEval's ``simple_eval_server`` call, for trainers written against it (docs/server.md)."""
+        rec = queue.submit([compat.to_request(req, queue.builder)])[0]
+        await _wait([rec.id], None)
+        info = _answer([rec.id], True, True)[0]
+        return JSONResponse(compat.to_kernel_exec_result(info.result))
 
     @app.get("/health", response_model=Health, summary="liveness, queue and devices")
     async def health() -> JSONResponse:
