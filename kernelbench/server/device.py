@@ -208,12 +208,15 @@ class DeviceProcess:
             raise RuntimeError(f"the evaluator process for {self.device} failed to start: {msg.get('message')}")
         log.info("evaluator process for %s ready (pid %s)", self.device, self.proc.pid)
 
-    def run(self, job_id: str, wire_job: dict, deadline: float, abort: threading.Event,
+    def run(self, job_id: str, wire_job: dict, limit_s: float, abort: threading.Event,
             reduced_size: list[tuple[str, int]] | None = None) -> KernelResult:
-        """Evaluate one job; raises DeviceLost, DeadlineExceeded (process killed) or Aborted (process killed)."""
+        """Evaluate one job within ``limit_s`` seconds (counted once the process is up, so restarting it after
+        the last job's failure does not eat this job's time); raises DeviceLost, DeadlineExceeded or Aborted
+        (the latter two after killing the process)."""
         if not self.alive():
             self.start()
         assert self.channel is not None
+        deadline = time.monotonic() + limit_s
         try:
             self.channel.send({"cmd": "eval", "id": job_id, "job": wire_job, "reduced_size": reduced_size})
         except (ChannelClosed, OSError):

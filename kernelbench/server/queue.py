@@ -245,9 +245,8 @@ class JobQueue:
                 return
             assert rec.job is not None
             started = time.monotonic()
-            deadline = started + rec.timeout_s + self.config.kill_grace_s
             try:
-                result = dev.run(rec.id, job_to_wire(rec.job, 0), deadline, self._abort,
+                result = dev.run(rec.id, job_to_wire(rec.job, 0), rec.timeout_s + self.config.kill_grace_s, self._abort,
                                  list(rec.job.problem.reduced_size or ()) or None)
             except Aborted:
                 self._requeue(rec, slot, counted=False)
