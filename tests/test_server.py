@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -91,7 +92,8 @@ class Server:
         raise AssertionError("the server did not answer /health within 60 s:\n" + self.output())
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text()
 
     def health(self) -> dict:
@@ -383,6 +385,29 @@ def test_token_is_required_beyond_loopback_and_checked(tmp_path, problems):
         assert r.status_code == 403, r.text  # not one of the server's problems: a problem by source
     finally:
         assert s.stop()
+
+
+@pytest.mark.slow
+def test_shutdown_finishes_a_blocking_call_in_flight(tmp_path, problems):
+    """SIGTERM with time to drain: the call already waiting gets its verdict; new connections are refused."""
+    s = Server(tmp_path, "--drain-timeout", "30", problems=problems)
+    answer: dict = {}
+
+    def call() -> None:
+        r = httpx.post(s.url + "/v1/evaluate", json=body(SLOW), timeout=120)
+        answer.update(status=r.status_code, info=r.json())
+
+    t = threading.Thread(target=call)
+    t.start()
+    s.wait_busy()
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    with pytest.raises(httpx.TransportError):
+        httpx.post(s.url + "/v1/jobs", json=body(), timeout=5)
+    t.join(120)
+    assert answer["status"] == 200 and answer["info"]["result"]["correct"] is True, answer
+    assert s.stop()
+    assert "0 unfinished jobs" in s.output()
 
 
 @pytest.mark.slow
