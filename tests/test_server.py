@@ -195,6 +195,7 @@ def test_bad_batches_and_unknown_jobs(server):
     assert r.status_code == 400 and "requests: List should have at least 1 item" in r.json()["detail"]
     r = httpx.post(server.url + "/v1/jobs/batch", json={"requests": [body()] * 9}, timeout=10)
     assert r.status_code == 413 and "at most 8 requests" in r.json()["detail"]
+    assert server.health()["max_batch"] == 8  # the client splits larger batches by it
     r = httpx.post(server.url + "/v1/jobs/batch", json={"requests": [body(), {**body(), "problem": {
         "level": 1, "problem_id": 7}}]}, timeout=10)
     assert r.status_code == 400 and r.json()["detail"].startswith("requests[1]: unknown problem")

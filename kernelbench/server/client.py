@@ -61,6 +61,7 @@ class EvalClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
         self.max_wait_full_s, self.poll_s = max_wait_full_s, poll_s
+        self._max_batch: int | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -117,9 +118,15 @@ class EvalClient:
         return JobInfo.model_validate(self._call("POST", "/v1/jobs", request).json())
 
     def submit_batch(self, requests: Sequence[EvalRequest]) -> list[JobInfo]:
-        """Queue several jobs, all or none."""
-        batch = BatchRequest(requests=[_with_id(r) for r in requests])
-        return BatchInfo.model_validate(self._call("POST", "/v1/jobs/batch", batch).json()).jobs
+        """Queue several jobs, in batches of the server's ``max_batch``; each batch is admitted whole or not at all."""
+        if self._max_batch is None:
+            self._max_batch = self.health().max_batch
+        out: list[JobInfo] = []
+        reqs = [_with_id(r) for r in requests]
+        for i in range(0, len(reqs), self._max_batch):
+            batch = BatchRequest(requests=reqs[i:i + self._max_batch])
+            out.extend(BatchInfo.model_validate(self._call("POST", "/v1/jobs/batch", batch).json()).jobs)
+        return out
 
     def get(self, job_id: str) -> JobInfo:
         return JobInfo.model_validate(self._call("GET", f"/v1/jobs/{job_id}").json())

@@ -117,6 +117,7 @@ class Health(BaseModel):
     queued: int
     running: int
     max_queue: int
+    max_batch: int
     stored_results: int
     devices: list[DeviceInfo]
 

@@ -390,7 +390,8 @@ class JobQueue:
             stored = sum(1 for r in self._jobs.values() if r.status == "done")
             return Health(status="draining" if self.draining else "ok", version=version,
                           problem_set=self.builder.set_name, sandbox=self.config.sandbox, queued=len(self._waiting),
-                          running=self._running(), max_queue=self.config.max_queue, stored_results=stored,
+                          running=self._running(), max_queue=self.config.max_queue,
+                          max_batch=self.config.max_batch, stored_results=stored,
                           devices=devices)
 
     def prometheus(self) -> str:
