@@ -188,6 +188,8 @@ def test_bad_input_is_refused_with_a_clear_message(server, case):
     r = httpx.post(server.url + "/v1/jobs", content=content, headers={"Content-Type": "application/json"}, timeout=10)
     assert r.status_code == status, r.text
     assert text in r.json()["detail"], r.json()["detail"]
+    if case in ("missing problem", "both problems"):
+        assert r.json()["detail"].startswith("give exactly one of"), r.json()["detail"]
 
 
 def test_bad_batches_and_unknown_jobs(server):

@@ -111,8 +111,11 @@ def _validation_message(exc: RequestValidationError) -> str:
             parts.append("the request body is missing: send a JSON object (Content-Type: application/json)")
             continue
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if not loc:
+        if not loc and kind in ("model_attributes_type", "dict_type", "model_type"):
             parts.append(f"the request body must be one JSON object (Content-Type: application/json): {msg}")
+            continue
+        if not loc:  # the model's own checks (exactly one of problem and reference_source)
+            parts.append(msg)
             continue
         parts.append(f"{'.'.join(loc)}: {msg}")
     return "; ".join(parts[:10]) + (f"; and {len(parts) - 10} more" if len(parts) > 10 else "")
