@@ -33,6 +33,9 @@
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
 #                 KB_BASELINE_DEADLINE, KB_BASELINE_SPARES; KB_BASELINE_RESTART=1 starts over, e.g. after a timing-protocol
 #                 bump, on the first call only); the file is copied to $OUT
+#   server        kernelbench serve on every GPU: its GPU test, then scripts/bench_server.py (KB_SERVER_REQUESTS,
+#                 default 96, level-2 requests from 16 clients, about 4 s each on one H100, so the phase fits a
+#                 10-minute call; none may be lost); needs fastapi, uvicorn and httpx (wheels in .whl/ if absent)
 #   bench         identity + repeat + builds
 #   all           tests + bench + baselines
 #
@@ -107,6 +110,9 @@ for phase in "${phases[@]}"; do
       run overhead-process python3 scripts/bench_evaluator.py --levels 1 2 3 --sandbox off \
         --out "$OUT/bench_identity_process.json" ;;
     demo) run demo python3 scripts/bench_demo.py --repeat 3 --json "$OUT/demo_gpu.json" ;;
+    server) run server-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_server_gpu.py
+            run server-load python3 scripts/bench_server.py --requests "${KB_SERVER_REQUESTS:-96}" --clients 16 --level 2 \
+              --out "$OUT/bench_server.json" ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;

@@ -31,6 +31,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("roofline", "kernelbench.cli.roofline"),
     ("guard", "kernelbench.cli.guard"),
     ("leaderboard", "kernelbench.cli.leaderboard"),
+    ("serve", "kernelbench.cli.serve"),
 ]
 
 log = logging.getLogger("kernelbench")
