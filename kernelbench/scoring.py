@@ -77,7 +77,8 @@ class Score:
     fulldeck_geomean: float
     pass_at_k: dict[int, float] = field(default_factory=dict)
     mean_sol_fraction: float | None = None
-    #: fast_p counting only problems whose speedup interval's lower end exceeds p (fast_0: correctness).
+    #: fast_p counting only problems whose speedup interval's lower end exceeds p (fast_0: correctness);
+    #: empty when no timed result has an interval (results written before intervals existed).
     fast_p_significant: dict[float, float] = field(default_factory=dict)
     #: 95% interval of ``geomean_speedup``; None unless every speedup in it has an interval.
     geomean_ci95: tuple[float, float] | None = None
@@ -404,6 +405,8 @@ def score_outcomes(
     sols = [o.sol_fraction for o in outcomes if o.sol_fraction is not None]
     timed = [o for o in outcomes if o.correct and o.speedup is not None]
     gm = geomean_interval([o.interval for o in timed]) if timed and all(o.interval for o in timed) else None
+    # Results from before speedups had intervals: not measured (empty), rather than a misleading 0.
+    unmeasured = bool(timed) and not any(o.interval for o in timed)
     return Score(
         scope=scope,
         n_problems=n_problems,
@@ -415,7 +418,8 @@ def score_outcomes(
         fulldeck_geomean=geometric_mean(full_deck) if n_problems else 1.0,
         pass_at_k=pk,
         mean_sol_fraction=(sum(sols) / len(sols)) if sols else None,
-        fast_p_significant={p: fast_p_significant(outcomes, n_problems, p) for p in FAST_P_THRESHOLDS},
+        fast_p_significant={} if unmeasured else {p: fast_p_significant(outcomes, n_problems, p)
+                                                   for p in FAST_P_THRESHOLDS},
         geomean_ci95=(gm[1], gm[2]) if gm is not None else None,
         n_infrastructure=n_infrastructure,
     )

@@ -64,7 +64,12 @@ def test_a_speedup_without_interval_never_counts_as_significant():
     old = KernelResult(level=1, problem_id=1, problem_name="1_P", backend="cuda", compiled=True, correct=True,
                        runtime=TimingStats(samples_ms=[1.0]), ref_runtime=TimingStats(samples_ms=[3.0]))
     s = score_results(ps, [old]).levels[1]
-    assert s.fast_p[1.0] == 1.0 and s.fast_p_significant[1.0] == 0.0 and s.geomean_ci95 is None
+    assert s.fast_p[1.0] == 1.0 and s.fast_p_significant == {} and s.geomean_ci95 is None
+    # Mixed with a result that has one, the old one counts as not shown to be faster.
+    ps2 = problems(2)
+    new = timed(2, 2.0, 0.01, random.Random(2))
+    s2 = score_results(ps2, [old, new]).levels[1]
+    assert s2.fast_p[1.0] == 1.0 and s2.fast_p_significant[1.0] == 0.5
 
 
 def test_infrastructure_failures_are_left_out_and_counted_apart():

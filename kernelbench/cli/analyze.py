@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         summary.append(["mean fraction of speed of light", f"{score.mean_sol_fraction:.1%}"])
     print(tabulate(summary, tablefmt="simple"))
     print()
-    print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}", f"{score.fast_p_significant[p]:.3f}"]
+    print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}", _fmt(score.fast_p_significant.get(p))]
                     for p in FAST_P_THRESHOLDS],
                    headers=["speedup threshold p", "fast_p", "fast_p significant (95% interval above p)"],
                    tablefmt="grid"))
