@@ -26,6 +26,7 @@ from kernelbench.evaluation.compare import fingerprints_match
 from kernelbench.evaluation.cpu_affinity import CoreReservation, pinned
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
 from kernelbench.evaluation.guards import runtime as rt
+from kernelbench.evaluation.provenance import host_share
 from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.evaluation.timing import (
@@ -111,6 +112,8 @@ class _Verdict:
     compile_log: str | None = None
     environment: EnvironmentInfo | None = None
     stage_times: dict[str, float] = field(default_factory=dict)
+    host_share: float | None = None
+    own_kernel_share: float | None = None
 
     def fail(self, stage: Stage, type_: str, message: str, traceback: str | None = None) -> None:
         if self.error is None:
@@ -519,6 +522,7 @@ def run_job(session: DeviceSession, job: EvalJob,
         runtime=v.runtime, ref_runtime=v.ref_runtime, timing_note=v.timing_note,
         guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
         wall_time_s=time.monotonic() - started, stage_times_s=dict(v.stage_times),
+        host_share=v.host_share, own_kernel_share=v.own_kernel_share,
         reduced_size=dict(job.problem.reduced_size) if job.problem.reduced_size else None,
     )
     if result.runtime is not None and env.gpu_name:
@@ -734,6 +738,11 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
                             Stage.RUN, "profiled run")
             report = rt.classify_launches(prof.get("kernels") or [], own, prof.get("marker_stream"))
             v.findings.extend(rt.launch_findings(report, s.backend))
+            v.own_kernel_share = report.own_share
+            host_us, busy_us = prof.get("host_enqueue_us"), prof.get("gpu_busy_us")
+            if isinstance(host_us, (int, float)) and isinstance(busy_us, (int, float)):
+                v.host_share = host_share(float(host_us), float(busy_us))
+            v.findings.extend(rt.output_provenance_findings(prof, report))
         elif s.backend == "triton":
             lr, _ = _call(cand, {"cmd": "launches", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
                           Stage.RUN, "launch count")
@@ -741,6 +750,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
             kernels = [{"name": n, "stream": None, "dur_us": 0.0} for n, c in launches.items() if c]
             report = rt.classify_launches(kernels, own or set(launches), None)
             v.findings.extend(rt.launch_findings(report, s.backend))
+            v.findings.extend(rt.output_provenance_findings(lr, report))
     except WorkerFailed as e:
         r = e.reply
         v.fail(_stage_of(r, Stage.RUN), str(r.get("type")), str(r.get("message")), r.get("traceback"))
