@@ -202,3 +202,14 @@ def test_geomean_interval_narrows_with_precise_problems():
         wider += hi2 / lo2 > hi / lo
     assert covered >= 0.9 * 200 and wider == 200
     assert geomean_interval([]) is None
+
+
+def test_the_cli_verdict_shows_the_interval_and_flags():
+    from kernelbench.cli.eval_cmd import format_verdict
+
+    rng = random.Random(1)
+    r = _result(*simulate(rng, 1.0, 10, 20, host_noise=0.15), 20, host_share=2.5)
+    text = format_verdict(r, "k.py")
+    iv = r.speedup_ci95
+    assert f"95% CI {iv.lo:.3f}-{iv.hi:.3f}, 10 paired rounds" in text
+    assert "imprecise" in text and "host-bound: the host needs 2.50x" in text
