@@ -110,6 +110,8 @@ def test_analyze_prints_both_fast_p_columns_the_geomean_interval_and_flags(tmp_p
                           str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120, env={**os.environ})
     assert out.returncode == 0, out.stderr
     assert "fast_p significant" in out.stdout and "imprecise" in out.stdout
-    scores = json.loads((tmp_path / "s.json").read_text())["levels"]["1"]
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert [(f["problem_id"], f["flags"]) for f in data["timing_flags"]] == [(2, ["imprecise"])]
+    scores = data["levels"]["1"]
     assert scores["fast_p"]["fast_1"] >= scores["fast_p_significant"]["fast_1"] == 0.5
     assert scores["geomean_ci95"][0] < scores["geomean_speedup"] < scores["geomean_ci95"][1]

@@ -147,7 +147,11 @@ def run(args: argparse.Namespace) -> int:
                 "baseline": str(baseline.path) if baseline else None,
                 "baseline_mode": baseline.mode if baseline else None,
                 "sample_policy": args.sample_policy, **report.to_dict(),
-                "baseline_drift": [d.to_dict() for d in drift]}
+                "baseline_drift": [d.to_dict() for d in drift],
+                "timing_flags": [{"problem_id": r.problem_id, "sample_id": r.sample_id, "name": r.problem_name,
+                                  "speedup": r.speedup,
+                                  "speedup_ci95": [r.speedup_ci95.lo, r.speedup_ci95.hi] if r.speedup_ci95 else None,
+                                  "flags": r.timing_flags, "host_share": r.host_share} for r in flagged]}
         atomic_write_json(args.output, data)
         print(f"\nwrote {args.output}")
     return 0
