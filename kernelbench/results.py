@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from kernelbench.speedup import SpeedupInterval, speedup_interval
+
 Backend = Literal["cuda", "triton", "torch"]
 Precision = Literal["fp32", "fp16", "bf16"]
 from kernelbench.constants import BACKENDS, PRECISIONS  # noqa: E402,F401  (re-exported)
@@ -21,6 +23,13 @@ from kernelbench.constants import BACKENDS, PRECISIONS  # noqa: E402,F401  (re-e
 RESULT_SCHEMA_VERSION = 1
 MAX_TRACEBACK_CHARS = 4000
 MAX_MESSAGE_CHARS = 8000
+#: How results written before the ``infrastructure`` stage marked our own failures (see
+#: ``KernelResult.infrastructure_failure``).
+LEGACY_REMOTE_ERROR_TYPE = "RemoteError"
+#: ``host_share`` at or above which a result is flagged ``host-bound``: the host needs at least 80% of
+#: the GPU's time to enqueue the forward, so any host hiccup (the issue's level-3 models) moves the time.
+HOST_BOUND_SHARE = 0.8
+LEGACY_EVALUATOR_ERROR_PREFIX = "evaluator error:"
 
 
 class Stage(str, Enum):
@@ -35,6 +44,9 @@ class Stage(str, Enum):
     TIMEOUT = "timeout"
     CRASH = "crash"
     GUARD = "guard"
+    #: Our failure, not the candidate's: an evaluator exception, a lost worker pool or container, a
+    #: reference that could not be set up. Never a verdict; a resumed run evaluates the job again.
+    INFRASTRUCTURE = "infrastructure"
 
 
 def trim(text: str | None, limit: int) -> str | None:
@@ -81,6 +93,10 @@ class TimingStats(BaseModel):
 
     samples_ms: list[float]
     warmup_calls: int = 0
+    #: Calls per timed block when candidate and reference were interleaved in equal blocks (the speedup
+    #: interval pairs them round by round); None for results written before it was kept, and for
+    #: reference-only timings.
+    block_calls: int | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -227,6 +243,13 @@ class KernelResult(BaseModel):
     #: The problem's size globals when it ran at its reduced CPU size (``CPU_SIZE``), else None. Such a
     #: result checks correctness only: it is refused by analyze, baselines and the leaderboard.
     reduced_size: dict[str, int] | None = None
+    #: Host time to enqueue one forward over the GPU time of its kernels, from the launch trace: at about
+    #: 1 or more the GPU waits for the host and the timing follows the CPU (``host-bound``). None when
+    #: not measured (CPU path, older results).
+    host_share: float | None = None
+    #: Share of the forward's GPU kernel time spent in the candidate's own kernels (the rest: PyTorch,
+    #: cuBLAS, cuDNN and other libraries). None when not measured.
+    own_kernel_share: float | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -248,9 +271,46 @@ class KernelResult(BaseModel):
             return None
         return self.ref_runtime.median_ms / self.runtime.median_ms
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup_ci95(self) -> SpeedupInterval | None:
+        """The speedup with its 95% interval from the paired timing rounds (see kernelbench.speedup)."""
+        if self.speedup is None or self.runtime is None or self.ref_runtime is None:
+            return None
+        if self.runtime.block_calls is None or self.runtime.block_calls != self.ref_runtime.block_calls:
+            return None
+        return speedup_interval(self.ref_runtime.samples_ms, self.runtime.samples_ms, self.runtime.block_calls)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def timing_flags(self) -> list[str]:
+        """``imprecise`` (interval wider than the threshold), ``host-bound`` (the host sets the pace)."""
+        out = []
+        iv = self.speedup_ci95
+        if iv is not None and iv.imprecise:
+            out.append("imprecise")
+        if self.host_share is not None and self.host_share >= HOST_BOUND_SHARE:
+            out.append("host-bound")
+        return out
+
     @property
     def key(self) -> str:
         return f"level_{self.level}_problem_{self.problem_id}_sample_{self.sample_id}"
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        """True when this result stands for our failure, not a verdict on the candidate.
+
+        Also recognises results written before the ``infrastructure`` stage existed: the Modal runner's
+        ``RemoteError`` and the batch evaluator's ``crash: ... evaluator error:`` records.
+        """
+        e = self.error
+        if e is None:
+            return False
+        if e.stage == Stage.INFRASTRUCTURE:
+            return True
+        return e.stage == Stage.CRASH and (e.type == LEGACY_REMOTE_ERROR_TYPE
+                                           or e.message.startswith(LEGACY_EVALUATOR_ERROR_PREFIX))
 
     @property
     def failing_findings(self) -> list[GuardFinding]:
@@ -260,6 +320,8 @@ class KernelResult(BaseModel):
         """One word for tables: correct / incorrect / compile-failed / error stage."""
         if self.correct:
             return "correct (reduced size)" if self.reduced_size else "correct"
+        if self.infrastructure_failure:
+            return "infrastructure-failure"
         if self.error is not None:
             return {Stage.COMPILE: "compile-failed", Stage.LOAD: "load-failed"}.get(self.error.stage, self.error.stage.value)
         return "incorrect"
@@ -292,3 +354,9 @@ def reduced_size_message(results: list[KernelResult], what: str) -> str:
     more = f" and {len(results) - 5} more" if len(results) > 5 else ""
     return (f"{what}: {len(results)} result(s) ran at a reduced CPU size ({names}{more}); such results check "
             f"correctness only and cannot be scored. Evaluate at full size (without --reduced-size) on a GPU.")
+
+
+def infrastructure_failures(results: list[KernelResult] | tuple[KernelResult, ...]) -> list[KernelResult]:
+    """Results that stand for our failures (never verdicts): summaries report them apart, scores leave
+    them out, and a resumed run evaluates their jobs again."""
+    return [r for r in results if r.infrastructure_failure]

@@ -10,6 +10,11 @@ thing everywhere. Conventions (see DESIGN.md):
 * The geometric mean over correct problems uses only correct problems with a measured speedup;
   the full-deck geometric mean counts every other problem as 1.0 (the user keeps PyTorch).
 * Multi-level totals pool problems, which weights each level by its problem count.
+* Beside fast_p (KernelBench's, unchanged), ``fast_p_significant`` counts a problem only when the lower
+  end of its speedup's 95% interval exceeds ``p``: a kernel is not counted faster by noise. The geometric
+  mean over correct problems carries a 95% interval too (``kernelbench.speedup``).
+* Infrastructure failures (ours, never verdicts) are left out, as if the problem had no result yet, and
+  counted apart (``n_infrastructure``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from kernelbench.baselines import Baseline
 from kernelbench.errors import BaselineError
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
+from kernelbench.speedup import SpeedupInterval, geomean_interval
 
 FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 PASS_AT_K: tuple[int, ...] = (1, 5, 10)
@@ -41,6 +47,8 @@ class ProblemOutcome:
     correct: bool
     speedup: float | None = None
     sol_fraction: float | None = None
+    #: The speedup's 95% interval (None when the result has none: older results, CPU timings).
+    interval: SpeedupInterval | None = None
 
     @property
     def key(self) -> str:
@@ -69,6 +77,13 @@ class Score:
     fulldeck_geomean: float
     pass_at_k: dict[int, float] = field(default_factory=dict)
     mean_sol_fraction: float | None = None
+    #: fast_p counting only problems whose speedup interval's lower end exceeds p (fast_0: correctness);
+    #: empty when no timed result has an interval (results written before intervals existed).
+    fast_p_significant: dict[float, float] = field(default_factory=dict)
+    #: 95% interval of ``geomean_speedup``; None unless every speedup in it has an interval.
+    geomean_ci95: tuple[float, float] | None = None
+    #: Results that stand for our own failures: left out of every figure above, evaluated again on resume.
+    n_infrastructure: int = 0
 
     @property
     def compile_rate(self) -> float:
@@ -81,6 +96,8 @@ class Score:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["fast_p"] = {_p_label(p): v for p, v in self.fast_p.items()}
+        d["fast_p_significant"] = {_p_label(p): v for p, v in self.fast_p_significant.items()}
+        d["geomean_ci95"] = list(self.geomean_ci95) if self.geomean_ci95 is not None else None
         d["pass_at_k"] = {f"pass@{k}": v for k, v in self.pass_at_k.items()}
         d["compile_rate"] = self.compile_rate
         d["correctness_rate"] = self.correctness_rate
@@ -109,6 +126,19 @@ def fast_p(outcomes: Iterable[ProblemOutcome], n_problems: int, p: float) -> flo
         hits = sum(1 for o in outcomes if o.correct)
     else:
         hits = sum(1 for o in outcomes if o.correct and o.speedup is not None and o.speedup > p)
+    return hits / n_problems
+
+
+def fast_p_significant(outcomes: Iterable[ProblemOutcome], n_problems: int, p: float) -> float:
+    """Like :func:`fast_p`, but a problem counts only when its speedup interval lies wholly above ``p``.
+
+    A speedup without an interval never counts for p > 0: it cannot show that it is not noise.
+    """
+    if n_problems <= 0:
+        return 0.0
+    if p == 0:
+        return fast_p(outcomes, n_problems, 0.0)
+    hits = sum(1 for o in outcomes if o.correct and o.interval is not None and o.interval.significantly_faster(p))
     return hits / n_problems
 
 
@@ -244,7 +274,7 @@ def outcomes_from_results(
     by_problem: dict[tuple[int, int], list[KernelResult]] = {}
     known = {(p.level, p.problem_id) for p in problems}
     for r in results:
-        if (r.level, r.problem_id) in known:
+        if (r.level, r.problem_id) in known and not r.infrastructure_failure:
             by_problem.setdefault((r.level, r.problem_id), []).append(r)
 
     baseline_ms: dict[tuple[int, int], float] = {}
@@ -274,9 +304,25 @@ def outcomes_from_results(
         chosen = _choose(samples, sample_policy, speed)
         sol = chosen.roofline.fraction_of_sol if (chosen.roofline and chosen.correct) else None
         outcomes.append(ProblemOutcome(p.level, p.problem_id, chosen.compiled, chosen.correct,
-                                       speed[id(chosen)], sol))
+                                       speed[id(chosen)], sol, _interval_for(chosen, speed[id(chosen)])))
         counts.append(SampleCounts(p.level, p.problem_id, len(samples), sum(1 for r in samples if r.correct)))
     return outcomes, counts
+
+
+def _interval_for(result: KernelResult, speedup: float | None) -> SpeedupInterval | None:
+    """The result's interval, moved onto ``speedup`` when that is against a baseline.
+
+    Against a baseline the speedup is baseline time over the candidate's median; the interval keeps the
+    relative width measured in session (the candidate's share of the noise; the baseline's own is not
+    included).
+    """
+    iv = result.speedup_ci95 if result.correct else None
+    if iv is None or speedup is None or iv.speedup <= 0:
+        return None
+    if speedup == iv.speedup:
+        return iv
+    k = speedup / iv.speedup
+    return iv.model_copy(update={"speedup": speedup, "lo": iv.lo * k, "hi": iv.hi * k, "paired": iv.paired * k})
 
 
 #: How far a baseline time may sit from the reference timed beside the candidates before it is reported.
@@ -341,6 +387,7 @@ def score_outcomes(
     outcomes: Sequence[ProblemOutcome],
     counts: Sequence[SampleCounts] = (),
     ks: Sequence[int] = PASS_AT_K,
+    n_infrastructure: int = 0,
 ) -> Score:
     if len({o.key for o in outcomes}) != len(outcomes):
         raise ValueError("more than one outcome for a problem; pick one sample per problem first")
@@ -356,6 +403,10 @@ def score_outcomes(
             if k <= min_n:
                 pk[k] = sum(pass_at_k(c.n, c.correct, k) for c in attempted) / n_problems
     sols = [o.sol_fraction for o in outcomes if o.sol_fraction is not None]
+    timed = [o for o in outcomes if o.correct and o.speedup is not None]
+    gm = geomean_interval([o.interval for o in timed]) if timed and all(o.interval for o in timed) else None
+    # Results from before speedups had intervals: not measured (empty), rather than a misleading 0.
+    unmeasured = bool(timed) and not any(o.interval for o in timed)
     return Score(
         scope=scope,
         n_problems=n_problems,
@@ -367,6 +418,10 @@ def score_outcomes(
         fulldeck_geomean=geometric_mean(full_deck) if n_problems else 1.0,
         pass_at_k=pk,
         mean_sol_fraction=(sum(sols) / len(sols)) if sols else None,
+        fast_p_significant={} if unmeasured else {p: fast_p_significant(outcomes, n_problems, p)
+                                                   for p in FAST_P_THRESHOLDS},
+        geomean_ci95=(gm[1], gm[2]) if gm is not None else None,
+        n_infrastructure=n_infrastructure,
     )
 
 
@@ -378,14 +433,17 @@ def score_results(
     ks: Sequence[int] = PASS_AT_K,
 ) -> ScoreReport:
     """Per-level scores over the full problem set and the pooled overall score."""
+    results = list(results)
     outcomes, counts = outcomes_from_results(problems, results, baseline, sample_policy)
+    known = {(p.level, p.problem_id) for p in problems}
+    infra = [r for r in results if r.infrastructure_failure and (r.level, r.problem_id) in known]
     per_level: dict[int, Score] = {}
     for level, n in sorted(problems.count_by_level().items()):
         per_level[level] = score_outcomes(
             f"level {level}", n, [o for o in outcomes if o.level == level],
-            [c for c in counts if c.level == level], ks,
+            [c for c in counts if c.level == level], ks, sum(1 for r in infra if r.level == level),
         )
-    overall = score_outcomes("overall", len(problems), outcomes, counts, ks)
+    overall = score_outcomes("overall", len(problems), outcomes, counts, ks, len(infra))
     return ScoreReport(levels=per_level, overall=overall)
 
 

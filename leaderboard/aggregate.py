@@ -206,7 +206,8 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
     if result is None:
         row.update(verdict="missing" if not submitted else "not-evaluated", compiled=False, correct=False,
                    speedup=None, runtime_ms=None, ref_runtime_ms=None, error=None, flags=[], guard=[],
-                   problem_changed=False)
+                   problem_changed=False, speedup_ci95=None, timing_flags=[], host_share=None,
+                   own_kernel_share=None)
         return row
     row.update(
         verdict=result.verdict(), compiled=result.compiled, correct=result.correct,
@@ -217,6 +218,10 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
         guard=[{"rule": f.rule, "severity": f.severity, "origin": f.origin, "line": f.line, "message": f.message}
                for f in result.guard_findings if f.severity in ("error", "warning")],
         problem_changed=bool(result.problem_hash and result.problem_hash != problem.hash),
+        speedup_ci95=([_r(outcome.interval.lo), _r(outcome.interval.hi)]
+                      if outcome is not None and outcome.interval is not None else None),
+        timing_flags=list(result.timing_flags), host_share=_r(result.host_share),
+        own_kernel_share=_r(result.own_kernel_share),
     )
     return row
 

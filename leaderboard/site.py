@@ -112,6 +112,9 @@ def _board_rows(entries: list[dict], scope: str, root: str) -> list[dict]:
             "rank": r, "entry": e["entry"], "display_name": e["display_name"], "organization": e["organization"],
             "backend": e["backend"], "status": e["audit"]["status"], "reasons": e["audit"]["reasons"],
             "correct": s["correctness_rate"], "fast_1": s["fast_p"]["fast_1"], "fast_15": s["fast_p"]["fast_1.5"],
+            # Beside KernelBench's fast_1: counted only when the speedup's 95% interval lies above 1 (older
+            # data has none: None).
+            "fast_1_sig": (s.get("fast_p_significant") or {}).get("fast_1"),
             "fast_2": s["fast_p"]["fast_2"], "geomean": s["geomean_speedup"], "fulldeck": s["fulldeck_geomean"],
             "n_kernels": s["n_attempted"], "href": f"{root}entries/{e['entry']}__{e['gpu']}.html",
             "model": (e.get("model") or {}).get("name"), "date": e.get("date"), "evaluated_on": e.get("evaluated_on"),
@@ -124,7 +127,8 @@ def _board_rows(entries: list[dict], scope: str, root: str) -> list[dict]:
 
 #: Columns of a board download, in order; one row per entry, the same figures as the table.
 DOWNLOAD_COLUMNS = ("rank", "entry", "display_name", "organization", "model", "date", "evaluated_on", "backend",
-                    "status", "correct", "fast_1", "fast_15", "fast_2", "geomean", "fulldeck", "n_kernels", "link")
+                    "status", "correct", "fast_1", "fast_1_sig", "fast_15", "fast_2", "geomean", "fulldeck",
+                    "n_kernels", "link")
 
 
 def _board_download(rows: list[dict], gpu: str | None, scope: str, n_problems: int, problem_source: str) -> dict:

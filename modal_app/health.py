@@ -37,7 +37,8 @@ STICKY_MARKERS: tuple[str, ...] = (
 #: CUDA errors that are about this process asking too much, not about the device.
 BENIGN_MARKERS: tuple[str, ...] = ("out of memory",)
 #: Stages in which the GPU was in use; a failure in them earns a health probe.
-GPU_STAGES = frozenset({Stage.INIT, Stage.RUN, Stage.CORRECTNESS, Stage.TIMING, Stage.TIMEOUT, Stage.CRASH})
+GPU_STAGES = frozenset({Stage.INIT, Stage.RUN, Stage.CORRECTNESS, Stage.TIMING, Stage.TIMEOUT, Stage.CRASH,
+                        Stage.INFRASTRUCTURE})
 
 
 @dataclass(frozen=True)

@@ -176,12 +176,14 @@ def _default_evaluate(job: EvalJob) -> KernelResult:
 
 
 def harness_failure(job: EvalJob, exc: BaseException) -> KernelResult:
-    """The evaluator itself raised: record it as this job's crash (a retry would raise again)."""
+    """The evaluator itself raised: ours, never the candidate's verdict (issue 23). Recorded as an
+    infrastructure failure rather than raised (a retry here would likely raise again); the next
+    evaluate-run evaluates the job again."""
     p = job.problem
     return KernelResult(
         level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
         sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
-        error=StageError.make(Stage.CRASH, type(exc).__name__, f"evaluator raised: {exc}",
+        error=StageError.make(Stage.INFRASTRUCTURE, type(exc).__name__, f"evaluator raised: {exc}",
                               "".join(traceback.format_exception(exc))),
     )
 

@@ -9,6 +9,12 @@ median, the identity speedup, timed calls per side; then a summary. Run on a GPU
     python scripts/bench_evaluator.py --path ~/KernelBench/KernelBench --source directory --levels 1
     python scripts/bench_evaluator.py --repeat 5 --level 3 --problem-id 3   # timing spread
     python scripts/bench_evaluator.py --sandbox off --out off.json          # the OS sandbox's overhead
+    python scripts/bench_evaluator.py --source directory --path /work/kb_official/KernelBench --levels 1 2 3
+
+Per level it also prints what issue 23 measures: identity speedup intervals that hold 1.0, identity
+candidates significantly faster at p = 1, speedups outside [0.97, 1.03] without an imprecise or host-bound
+flag, the problems flagged host-bound, infrastructure failures, and the GPU-seconds of the sweep (the sum
+of every evaluation's wall time: each holds one GPU from its reference setup to its last check).
 """
 
 from __future__ import annotations
@@ -31,6 +37,51 @@ from kernelbench.problems import load_problems  # noqa: E402
 def identity_source(problem_code: str) -> str:
     """The reference itself as a candidate: Model renamed to ModelNew."""
     return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", problem_code, count=1)
+
+
+def identity_summary(rows: list[dict]) -> dict[int, dict]:
+    """Per level (and 0 for all levels): the counts issue 23's acceptance needs, from the rows main() writes."""
+    out: dict[int, dict] = {}
+    for level in sorted({r["level"] for r in rows}) + [0]:
+        rs = [r for r in rows if level == 0 or r["level"] == level]
+        timed = [r for r in rs if r["speedup"] is not None]
+        with_ci = [r for r in timed if r.get("ci95")]
+        outside = [r for r in timed if not 0.97 <= r["speedup"] <= 1.03]
+        out[level] = {
+            "evaluated": len(rs),
+            "correct": sum(1 for r in rs if r["correct"]),
+            "infrastructure_failures": sum(1 for r in rs if r.get("infrastructure")),
+            "timed": len(timed),
+            "with_interval": len(with_ci),
+            "interval_holds_1": sum(1 for r in with_ci if r["ci95"][0] <= 1.0 <= r["ci95"][1]),
+            "significantly_faster_p1": sum(1 for r in with_ci if r["ci95"][0] > 1.0),
+            "outside_3pct": len(outside),
+            "outside_3pct_unflagged": [f"L{r['level']} #{r['problem_id']} {r['name']} {r['speedup']:.3f}"
+                                       for r in outside if not r.get("timing_flags")],
+            "imprecise": sum(1 for r in timed if "imprecise" in (r.get("timing_flags") or [])),
+            "host_bound": [f"L{r['level']} #{r['problem_id']} {r['name']} (host share {r['host_share']:.2f})"
+                           for r in timed if "host-bound" in (r.get("timing_flags") or [])],
+            "gpu_seconds": sum(r["eval_s"] or 0.0 for r in rs),
+            "timing_seconds": sum((r["stage_s"] or {}).get("timing", 0.0) for r in rs),
+        }
+    return out
+
+
+def print_identity_summary(summary: dict[int, dict]) -> None:
+    for level, s in summary.items():
+        name = "all levels" if level == 0 else f"level {level}"
+        w = max(1, s["with_interval"])
+        print(f"{name}: {s['correct']}/{s['evaluated']} correct ({s['infrastructure_failures']} infrastructure "
+              f"failures); intervals holding 1.0: {s['interval_holds_1']}/{s['with_interval']} "
+              f"({s['interval_holds_1'] / w:.1%}); significantly faster at p=1: {s['significantly_faster_p1']}; "
+              f"outside [0.97,1.03]: {s['outside_3pct']}, of them without a flag: {len(s['outside_3pct_unflagged'])}; "
+              f"imprecise: {s['imprecise']}; host-bound: {len(s['host_bound'])}; GPU-seconds {s['gpu_seconds']:.1f} "
+              f"(timing {s['timing_seconds']:.1f})")
+        for line in s["outside_3pct_unflagged"]:
+            print(f"    outside without a flag: {line}")
+        if level != 0:
+            for line in s["host_bound"]:
+                print(f"    host-bound: {line}")
 
 
 def main() -> int:
@@ -80,6 +131,11 @@ def main() -> int:
             "cand_samples": res.runtime.samples_ms if res.runtime else [],
             "ref_samples": res.ref_runtime.samples_ms if res.ref_runtime else [],
             "timing_note": res.timing_note,
+            "ci95": [res.speedup_ci95.lo, res.speedup_ci95.hi] if res.speedup_ci95 else None,
+            "ci_rounds": res.speedup_ci95.rounds if res.speedup_ci95 else None,
+            "timing_flags": list(res.timing_flags), "host_share": res.host_share,
+            "own_kernel_share": res.own_kernel_share, "infrastructure": res.infrastructure_failure,
+            "findings": [f"{f.severity}:{f.rule}" for f in res.guard_findings if f.severity != "info"],
             "warmup_calls": [res.runtime.warmup_calls if res.runtime else None,
                              res.ref_runtime.warmup_calls if res.ref_runtime else None],
         })
@@ -87,8 +143,11 @@ def main() -> int:
         if args.out:  # written after every result, so a run cut short keeps what it measured
             Path(args.out).write_text(json.dumps({"partial": True, "rows": rows}, indent=1))
         print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "
-              f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}  "
-              f"n={r['n']:<4} [{' '.join(f'{k[:5]}={v:.1f}' for k, v in (r['stage_s'] or {}).items())}] "
+              f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}"
+              + (f" [{r['ci95'][0]:.3f},{r['ci95'][1]:.3f}]" if r["ci95"] else "")
+              + (f" host {r['host_share']:.2f}" if r["host_share"] is not None else "")
+              + (f" {','.join(r['timing_flags'])}" if r["timing_flags"] else "") + "  "
+              + f"n={r['n']:<4} [{' '.join(f'{k[:5]}={v:.1f}' for k, v in (r['stage_s'] or {}).items())}] "
               f"{'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)
 
     evaluate_batch(jobs, on_result=on_result, progress=False)
@@ -111,6 +170,9 @@ def main() -> int:
     isolations = sorted({str(r["isolation"]) for r in rows})
     print(f"isolation: {', '.join(isolations)}; mean seconds per evaluation by stage: "
           + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in stages.items()))
+    summary = identity_summary(rows)
+    print("\n=== issue 23: intervals, flags, GPU time ===")
+    print_identity_summary(summary)
     if args.repeat > 1:
         by = {}
         for r in ok:
@@ -122,6 +184,7 @@ def main() -> int:
     if args.out:
         Path(args.out).write_text(json.dumps({"total_s": total, "sandbox": args.sandbox, "isolation": isolations,
                                               "stage_means_s": {k: v / max(1, len(rows)) for k, v in stages.items()},
+                                              "identity_summary": {str(k): v for k, v in summary.items()},
                                               "rows": rows}, indent=1))
     return 0
 

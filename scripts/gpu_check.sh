@@ -16,6 +16,12 @@
 #   adversarial   the exploit corpus at full size (tests/test_adversarial_runtime.py)
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
 #   identity      scripts/bench_evaluator.py over levels 1-3 (speed and identity precision)
+#   issue23       issue 23's GPU tests (speedup intervals, host-bound and own-kernel shares, the decoy, the
+#                 worked solutions free of library-output warnings), then bench_evaluator.py over the official
+#                 KernelBench levels 1-3 at $KB_OFFICIAL (default kb_official/KernelBench, a local checkout
+#                 carried to the device, never committed): prints the per-level counts the issue asks for
+#   issue23-bench the bench part alone (about 17 min on H200s for 250 problems: needs KB_PHASE_TIMEOUT and a
+#                 device call per level, e.g. KB_LEVELS=3)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -82,12 +88,19 @@ for phase in "${phases[@]}"; do
       tests/test_roofline.py tests/test_hardware.py tests/test_rate_measurement.py tests/test_leaderboard_evaluate.py \
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
-      tests/test_sandbox_gpu.py ;;
+      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     adversarial) run adversarial python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=60 tests/test_adversarial_runtime.py ;;
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;
+    issue23) run issue23-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+        tests/test_timing_flags_gpu.py tests/test_evaluator_gpu.py
+      KB_TAR='' bash "$0" issue23-bench || status=1 ;;
+    issue23-bench)
+      # shellcheck disable=SC2086
+      run issue23-bench python3 scripts/bench_evaluator.py --source directory --path "${KB_OFFICIAL:-kb_official/KernelBench}" \
+        --levels ${KB_LEVELS:-1 2 3} --out "$OUT/bench_issue23_L$(echo "${KB_LEVELS:-1 2 3}" | tr -d ' ').json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

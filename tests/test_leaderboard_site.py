@@ -99,10 +99,10 @@ def test_ranking_is_server_rendered_in_order(site):
     assert "alpha-llm-7b" in cells[2] and "2026-01-15" in cells[2] and "date not given" in page.rows[0]["cells"][2]
     assert cells[3] == "clean" and page.rows[0]["cells"][3] == "flagged" and page.rows[2]["cells"][3] == "excluded"
     # alpha: correct 3/6, fast_1 2/6, fast_2 1/6, geomean 4^(1/3), full deck 4^(1/6)
-    assert cells[4:11] == ["50.0%", "33.3%", "33.3%", "16.7%", "1.59×", "1.26×", "4/6"]
-    assert page.rows[0]["cells"][9] == f"{16 ** (1 / 6):.2f}×"
+    assert cells[4:12] == ["50.0%", "33.3%", "–", "33.3%", "16.7%", "1.59×", "1.26×", "4/6"]
+    assert page.rows[0]["cells"][10] == f"{16 ** (1 / 6):.2f}×"
     # the source column links alpha's pull request, and beta's submitted file (which the site ships)
-    assert cells[11] == "PR / page" and page.rows[0]["cells"][11] == "file"
+    assert cells[12] == "PR / page" and page.rows[0]["cells"][12] == "file"
     html = (site / "index.html").read_text()
     assert 'href="https://github.com/example/kernelbench-board/pull/7"' in html
     assert 'href="files/beta.json"' in html and json.loads((site / "files" / "beta.json").read_text())
@@ -117,7 +117,7 @@ def test_level_pages_rank_by_that_level(site):
     l2 = parse(site / "gpu" / "H100" / "level2.html")
     # level 2: alpha 4x on problem 1 (full deck 2.0), beta 2x (sqrt 2), gamma excluded
     assert [r["entry"] for r in l2.rows] == ["alpha", "beta", "gamma"]
-    assert l2.rows[0]["cells"][9] == "2.00×"
+    assert l2.rows[0]["cells"][10] == "2.00×"
     a100 = parse(site / "gpu" / "A100" / "index.html")
     assert [r["entry"] for r in a100.rows] == ["alpha"]
 

@@ -304,7 +304,7 @@ def test_fan_out_orders_results_and_keeps_inputs_modal_gave_up_on(problems):
     assert results[0].correct and not results[2].correct
     assert results[2].error is not None and results[2].error.stage == Stage.CORRECTNESS
     bad = results[1]
-    assert bad.error.stage == Stage.CRASH and bad.error.type == REMOTE_ERROR_TYPE
+    assert bad.error.stage == Stage.INFRASTRUCTURE and bad.error.type == REMOTE_ERROR_TYPE
     assert "container exited with code 137" in bad.error.message and is_remote_failure(bad)
     assert all(r.runner == "modal:H100" for r in results)
     assert results[0].environment is not None and results[0].environment.device == "cpu"

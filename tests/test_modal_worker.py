@@ -171,7 +171,7 @@ def payload(tmp_path):
     return job_to_wire(job, 4)
 
 
-def test_an_evaluator_exception_becomes_this_jobs_crash_when_the_gpu_is_fine(payload):
+def test_an_evaluator_exception_becomes_an_infrastructure_failure_when_the_gpu_is_fine(payload):
     def evaluator_bug(job):
         raise KeyError("reference_outputs")
 
@@ -180,7 +180,7 @@ def test_an_evaluator_exception_becomes_this_jobs_crash_when_the_gpu_is_fine(pay
                            stop=lambda: stops.append(1))
     index, r = result_from_wire(out)
     assert index == 4 and r.key == "level_1_problem_1_sample_0"
-    assert r.error.stage == Stage.CRASH and r.error.type == "KeyError"
+    assert r.error.stage == Stage.INFRASTRUCTURE and r.error.type == "KeyError" and r.infrastructure_failure
     assert "reference_outputs" in r.error.message and "evaluator_bug" in r.error.traceback
     assert stops == []
 

@@ -179,6 +179,27 @@ def _time_pair(ref_fn, new_fn, inputs, reps: int = 30) -> dict:
     return {"eager_ms": eager, "solution_ms": sol, "speedup": eager / sol if sol > 0 else None}
 
 
+class _NoRecorder:
+    """Stands in until the child installs the real recorder (the parent process never records)."""
+
+    installed = False
+
+    def recording(self):
+        import contextlib
+
+        return contextlib.nullcontext([])
+
+    def install(self) -> None:
+        global _RECORDER
+        from kernelbench.evaluation.provenance import LaunchRecorder
+
+        _RECORDER = LaunchRecorder()
+        _RECORDER.install()
+
+
+_RECORDER = _NoRecorder()
+
+
 def _check_one(spec: dict) -> dict:
     import time
     import types
@@ -217,16 +238,25 @@ def _check_one(spec: dict) -> dict:
         inputs = prob.get_inputs()
     inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     before = [_fingerprint(x) for x in inputs]
+    from kernelbench.evaluation import provenance
+
     with torch.no_grad():
         t0 = time.perf_counter()
         ref = ref_model(*inputs)  # trusted code: it does not write to its inputs
         t1 = time.perf_counter()
-        out = new_model(*inputs)
+        with _RECORDER.recording() as launched:
+            out = new_model(*inputs)
         if device.type == "cuda":
             torch.cuda.synchronize()
         t2 = time.perf_counter()
         res = _compare(out, ref, inputs, TOLERANCE[spec.get("dtype", "float32")])
         res.update(reference_s=round(t1 - t0, 2), solution_s=round(t2 - t1, 2))
+        if spec["backend"] == "triton":
+            # The evaluator's decoy check (issue 23): every output must have been handed to an own kernel.
+            res["unowned_outputs"] = provenance.unowned_outputs([provenance.storage_range(out)], list(launched))
+            if res["unowned_outputs"]:
+                why = "the output was never handed to one of the solution's own kernels (library-output warning)"
+                res.update(ok=False, why=f"{res['why']}; {why}" if res.get("why") else why)
         for i, (x, fp) in enumerate(zip(inputs, before)):
             if _fingerprint(x) != fp:
                 why = f"the solution modified input {i}"
@@ -335,6 +365,8 @@ def _import_solution(spec: dict):
 def _child_main(spec_path: str, out_path: str) -> None:
     import time
     import traceback
+
+    _RECORDER.install()  # before any solution defines a kernel, as the evaluator's worker does
 
     specs = json.loads(Path(spec_path).read_text())
     results = []
@@ -502,6 +534,8 @@ _RELU_TAMPERING = {
     # in-place, returning the input itself
     "aliases its input": ({_RELU_LAUNCH: _RELU_LAUNCH.replace("x, out,", "x, x,"),
                            "        return out\n": "        return x\n"}, "aliases input 0"),
+    # the decoy of issue 23: its kernel runs on a scratch buffer, PyTorch's result is returned
+    "decoy": ({"        return out\n": "        return getattr(torch, 'relu')(x)\n"}, "library-output"),
 }
 
 

@@ -102,17 +102,31 @@ def run(args: argparse.Namespace) -> int:
         ["problems with a result", f"{score.n_attempted} / {score.n_problems}"],
         ["compiled", f"{score.n_compiled} ({score.compile_rate:.1%})"],
         ["correct", f"{score.n_correct} ({score.correctness_rate:.1%})"],
-        ["geomean speedup (correct)", _fmt(score.geomean_speedup, "x")],
+        ["geomean speedup (correct)", _fmt(score.geomean_speedup, "x") + _fmt_ci(score.geomean_ci95)],
         ["full-deck geomean speedup", _fmt(score.fulldeck_geomean, "x")],
     ]
+    if score.n_infrastructure:
+        summary.append(["not evaluated (our failures; evaluate-run redoes them)", score.n_infrastructure])
     for k, v in score.pass_at_k.items():
         summary.append([f"pass@{k}", f"{v:.3f}"])
     if score.mean_sol_fraction is not None:
         summary.append(["mean fraction of speed of light", f"{score.mean_sol_fraction:.1%}"])
     print(tabulate(summary, tablefmt="simple"))
     print()
-    print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}"] for p in FAST_P_THRESHOLDS],
-                   headers=["speedup threshold p", "fast_p"], tablefmt="grid"))
+    print(tabulate([[f"{p:g}", f"{score.fast_p[p]:.3f}", _fmt(score.fast_p_significant.get(p))]
+                    for p in FAST_P_THRESHOLDS],
+                   headers=["speedup threshold p", "fast_p", "fast_p significant (95% interval above p)"],
+                   tablefmt="grid"))
+    flagged = [r for r in results if r.correct and r.level == rd.level and r.timing_flags]
+    if flagged:
+        print(f"\n{len(flagged)} timed result(s) carry timing flags (imprecise: the speedup's 95% interval is wider "
+              "than +/-2%; host-bound: the host needs most of the GPU's time to launch the forward):")
+        print(tabulate([[r.problem_id, r.sample_id, r.problem_name, _fmt(r.speedup, "x") + _fmt_ci(
+                            (r.speedup_ci95.lo, r.speedup_ci95.hi) if r.speedup_ci95 else None),
+                         ", ".join(r.timing_flags) + (f" (host share {r.host_share:.2f})"
+                                                      if r.host_share is not None else "")]
+                        for r in sorted(flagged, key=lambda r: (r.problem_id, r.sample_id))],
+                       headers=["problem", "sample", "name", "speedup [95% interval]", "flags"], tablefmt="simple"))
     if drift:
         print(f"\nOn {len(drift)} problem(s) the baseline and the reference timed beside the candidates differ by "
               f"more than {DRIFT_TOLERANCE:.0%}; speedups against the baseline are only as good as that gap "
@@ -133,7 +147,11 @@ def run(args: argparse.Namespace) -> int:
                 "baseline": str(baseline.path) if baseline else None,
                 "baseline_mode": baseline.mode if baseline else None,
                 "sample_policy": args.sample_policy, **report.to_dict(),
-                "baseline_drift": [d.to_dict() for d in drift]}
+                "baseline_drift": [d.to_dict() for d in drift],
+                "timing_flags": [{"problem_id": r.problem_id, "sample_id": r.sample_id, "name": r.problem_name,
+                                  "speedup": r.speedup,
+                                  "speedup_ci95": [r.speedup_ci95.lo, r.speedup_ci95.hi] if r.speedup_ci95 else None,
+                                  "flags": r.timing_flags, "host_share": r.host_share} for r in flagged]}
         atomic_write_json(args.output, data)
         print(f"\nwrote {args.output}")
     return 0
@@ -141,3 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _fmt(v: float | None, unit: str = "") -> str:
     return "n/a" if v is None else f"{v:.3f}{unit}"
+
+
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"

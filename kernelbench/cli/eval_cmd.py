@@ -183,7 +183,25 @@ def format_verdict(r, kernel_name: str = "") -> str:
     if r.ref_runtime is not None:
         rows.append(["reference runtime", f"{r.ref_runtime.median_ms:.4f} ms median (n={r.ref_runtime.n})"])
     if r.speedup is not None:
-        rows.append(["speedup", f"{r.speedup:.3f}x"])
+        iv = r.speedup_ci95
+        text = f"{r.speedup:.3f}x"
+        if iv is not None:
+            text += f" (95% CI {iv.lo:.3f}-{iv.hi:.3f}, {iv.rounds} paired rounds)"
+        rows.append(["speedup", text])
+    for tf in r.timing_flags:
+        if tf == "imprecise":
+            rows.append(["timing flag", "imprecise: the speedup's 95% interval is wider than +/-2% even after "
+                                        "timing past the budget; treat the speedup as the interval, not the point"])
+        elif tf == "host-bound":
+            rows.append(["timing flag", f"host-bound: the host needs {r.host_share:.2f}x the GPU's time to launch the "
+                                        "forward, so the time follows the CPU"])
+    if r.host_share is not None and "host-bound" not in r.timing_flags:
+        rows.append(["host share", f"{r.host_share:.2f} (host enqueue time / GPU busy time)"])
+    if r.own_kernel_share is not None:
+        rows.append(["own kernels", f"{r.own_kernel_share:.0%} of the forward's GPU kernel time"])
+    if r.infrastructure_failure:
+        rows.append(["not a verdict", "our failure (the evaluator's, a worker pool's or a container's): evaluate "
+                                      "again"])
     if r.timing_note:
         rows.append(["timing", r.timing_note])
     if r.error is not None:
@@ -197,7 +215,7 @@ def format_verdict(r, kernel_name: str = "") -> str:
     if r.reduced_size:
         sizes = ", ".join(f"{k}={v}" for k, v in r.reduced_size.items())
         rows.append(["size", f"REDUCED ({sizes}): correctness only, never scored"])
-    verdict = "CORRECT" if r.correct else "FAILED"
+    verdict = "CORRECT" if r.correct else ("NOT EVALUATED" if r.infrastructure_failure else "FAILED")
     if r.reduced_size:
         verdict += " (reduced size)"
     return f"{verdict}\n" + tabulate(rows, tablefmt="plain", maxcolwidths=[20, 100])

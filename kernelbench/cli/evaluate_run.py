@@ -70,8 +70,12 @@ def print_evaluation_summary(summary: EvaluationSummary, run_dir: Path) -> None:
     rows = [["results", len(results)], ["evaluated now", summary.evaluated],
             ["already evaluated", summary.already_done], ["no kernel (generation failed)", summary.placeholders]]
     for verdict, n in summary.verdict_counts().items():
-        rows.append([f"  {verdict}", n])
+        if verdict != "infrastructure-failure":
+            rows.append([f"  {verdict}", n])
     print(tabulate(rows, tablefmt="simple"))
+    if summary.infrastructure_failures:
+        print(f"not evaluated (our failures, not verdicts; evaluate-run evaluates them again): "
+              f"{summary.infrastructure_failures}")
     if results and len(results) <= 60:
         print()
         print(tabulate([[r.problem_id, r.sample_id, r.problem_name, r.verdict(),

@@ -26,6 +26,7 @@ from kernelbench.evaluation.compare import fingerprints_match
 from kernelbench.evaluation.cpu_affinity import CoreReservation, pinned
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
 from kernelbench.evaluation.guards import runtime as rt
+from kernelbench.evaluation.provenance import host_share
 from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.evaluation.timing import (
@@ -46,10 +47,13 @@ from kernelbench.results import (
     TimingStats,
     trim,
 )
+from kernelbench.speedup import IMPRECISE_HALF_WIDTH
 
 log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT_S = 180.0
+#: Seconds an interrupted batch waits for its device threads to notice before re-raising the interrupt.
+INTERRUPT_GRACE_S = 10.0
 _COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "MLIRCompilationError",
                         "PTXASError", "OutOfResources"}
 ResultCallback = Callable[[int, KernelResult], None]
@@ -108,6 +112,8 @@ class _Verdict:
     compile_log: str | None = None
     environment: EnvironmentInfo | None = None
     stage_times: dict[str, float] = field(default_factory=dict)
+    host_share: float | None = None
+    own_kernel_share: float | None = None
 
     def fail(self, stage: Stage, type_: str, message: str, traceback: str | None = None) -> None:
         if self.error is None:
@@ -286,6 +292,9 @@ class DeviceSession:
         self.slot = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
         self.cores = CoreReservation.acquire(max(1, len(visible_devices()))) if self.is_cuda else None
         self._released = not self.is_cuda
+        #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
+        self.in_flight: WorkerProcess | None = None
+        self.aborted = False
 
     @property
     def isolation(self) -> str:
@@ -368,9 +377,25 @@ class DeviceSession:
             self.reference.close()
         self.reference, self.reference_key = None, None
 
+    def abort(self) -> None:
+        """Stop the job under way now (Ctrl-C): kill its candidate and the reference worker, and every
+        spare already started. Called from another thread; whatever the job then reports is discarded."""
+        self.aborted = True
+        for w in (self.in_flight, self.reference):
+            if w is not None:
+                w.kill()
+        for sp in self._all_spares():
+            sp.future.cancel()
+            if sp.future.done() and not sp.future.cancelled() and sp.future.exception() is None:
+                sp.future.result().kill()
+
     def close(self) -> None:
         self.drop_reference()
         for sp in self._all_spares():
+            if self.aborted:
+                sp.future.cancel()
+                if sp.future.cancelled():
+                    continue
             sp.discard()
         self._spare_candidates.clear()
         self._spare_references.clear()
@@ -476,8 +501,17 @@ def run_job(session: DeviceSession, job: EvalJob,
         v.fail(Stage.CRASH, "WorkerDied", str(e), e.tail)
     except _ReferenceBroken as e:
         session.drop_reference()
-        v.fail(Stage.CRASH, "ReferenceFailed", str(e), e.traceback)
+        if e.before_candidate:
+            # Nothing of the candidate has run: ours entirely, evaluated again on resume.
+            v.fail(Stage.INFRASTRUCTURE, "ReferenceFailed", str(e), e.traceback)
+        else:
+            v.fail(Stage.CRASH, "ReferenceFailed", str(e), e.traceback)
         v.flags.append("the reference itself failed; this is not a verdict on the candidate")
+    except Exception as e:  # a bug of ours, a lost worker pool: never the candidate's verdict
+        log.exception("evaluation of %s failed in the evaluator", job.key)
+        v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", _format_tb(e))
+        if v.error is not None and v.error.stage == Stage.INFRASTRUCTURE:
+            v.flags.append(INFRASTRUCTURE_FLAG)
     env = v.environment or _environment_from(session.reference_info.get("env") if session.reference_info else None,
                                              session.device)
     env = env.model_copy(update={"isolation": session.isolation,
@@ -489,6 +523,7 @@ def run_job(session: DeviceSession, job: EvalJob,
         runtime=v.runtime, ref_runtime=v.ref_runtime, timing_note=v.timing_note,
         guard_findings=v.findings, flags=v.flags, compile_log=trim(v.compile_log, 20000), environment=env,
         wall_time_s=time.monotonic() - started, stage_times_s=dict(v.stage_times),
+        host_share=v.host_share, own_kernel_share=v.own_kernel_share,
         reduced_size=dict(job.problem.reduced_size) if job.problem.reduced_size else None,
     )
     if result.runtime is not None and env.gpu_name:
@@ -505,9 +540,29 @@ def run_job(session: DeviceSession, job: EvalJob,
 
 
 class _ReferenceBroken(Exception):
-    def __init__(self, message: str, traceback: str | None = None):
+    def __init__(self, message: str, traceback: str | None = None, before_candidate: bool = False):
         super().__init__(message)
         self.traceback = traceback
+        self.before_candidate = before_candidate
+
+
+#: The flag every infrastructure failure carries, for readers that look at flags only.
+INFRASTRUCTURE_FLAG = "infrastructure failure: not a verdict on the candidate; evaluated again on resume"
+
+
+def _format_tb(e: BaseException) -> str:
+    import traceback as tb
+
+    return "".join(tb.format_exception(type(e), e, e.__traceback__))
+
+
+def infrastructure_result(job: EvalJob, type_: str, message: str, traceback: str | None = None) -> KernelResult:
+    """The record of a job that our side failed to evaluate (never a verdict on the candidate)."""
+    p = job.problem
+    return KernelResult(level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
+                        sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
+                        error=StageError.make(Stage.INFRASTRUCTURE, type_, message, traceback),
+                        flags=[INFRASTRUCTURE_FLAG])
 
 
 def _environment_from(info: dict | None, device: str) -> EnvironmentInfo:
@@ -554,9 +609,9 @@ def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
     except WorkerFailed as e:
         r = e.reply
         raise _ReferenceBroken(f"the reference could not be set up: {r.get('type')}: {r.get('message')}",
-                               r.get("traceback")) from None
+                               r.get("traceback"), before_candidate=True) from None
     except (WorkerDied, StageTimeout, RuntimeError) as e:
-        raise _ReferenceBroken(f"the reference could not be set up: {e}") from None
+        raise _ReferenceBroken(f"the reference could not be set up: {e}", before_candidate=True) from None
     v.environment = _environment_from(ref_info.get("env"), session.device)
     v.stage_times["reference_setup"] = time.monotonic() - t0
     if ref_info.get("stochastic"):
@@ -566,10 +621,12 @@ def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
 
     t0 = time.monotonic()
     cand = session.candidate_worker(s.backend)
+    session.in_flight = cand
     v.stage_times["candidate_start"] = time.monotonic() - t0
     try:
         _run_candidate(session, job, v, ref, cand, secret, bool(ref_info.get("stochastic")))
     finally:
+        session.in_flight = None
         cand.kill()
 
 
@@ -682,6 +739,11 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
                             Stage.RUN, "profiled run")
             report = rt.classify_launches(prof.get("kernels") or [], own, prof.get("marker_stream"))
             v.findings.extend(rt.launch_findings(report, s.backend))
+            v.own_kernel_share = report.own_share
+            host_us, busy_us = prof.get("host_enqueue_us"), prof.get("gpu_busy_us")
+            if isinstance(host_us, (int, float)) and isinstance(busy_us, (int, float)):
+                v.host_share = host_share(float(host_us), float(busy_us))
+            v.findings.extend(rt.output_provenance_findings(prof, report))
         elif s.backend == "triton":
             lr, _ = _call(cand, {"cmd": "launches", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
                           Stage.RUN, "launch count")
@@ -689,6 +751,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
             kernels = [{"name": n, "stream": None, "dur_us": 0.0} for n, c in launches.items() if c]
             report = rt.classify_launches(kernels, own or set(launches), None)
             v.findings.extend(rt.launch_findings(report, s.backend))
+            v.findings.extend(rt.output_provenance_findings(lr, report))
     except WorkerFailed as e:
         r = e.reply
         v.fail(_stage_of(r, Stage.RUN), str(r.get("type")), str(r.get("message")), r.get("traceback"))
@@ -721,7 +784,8 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
         warm[side] = reply
     per_call = max(warm[k]["wall_s"] / max(1, warm[k]["calls"]) for k in warm)
     n = block_size(per_call)
-    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS)
+    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
+                    max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
     samples: dict[str, list[float]] = {"reference": [], "candidate": []}
     drained: dict[str, list[float]] = {"reference": [], "candidate": []}
     spent = {"reference": 0.0, "candidate": 0.0}
@@ -754,7 +818,7 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
             return
         rounds += 1
         stop, stop_reason = should_stop(rule, samples["candidate"], samples["reference"], spent["candidate"],
-                                        spent["reference"], rounds)
+                                        spent["reference"], rounds, block_calls=n)
         if stop:
             break
     # The very last timed call is also checked element by element.
@@ -777,8 +841,10 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
                     "on another stream or thread"))
         v.fail(Stage.GUARD, "RuntimeGuard", v.findings[-1].message)
         return
-    v.runtime = TimingStats(samples_ms=samples["candidate"], warmup_calls=int(warm["candidate"]["calls"]))
-    v.ref_runtime = TimingStats(samples_ms=samples["reference"], warmup_calls=int(warm["reference"]["calls"]))
+    v.runtime = TimingStats(samples_ms=samples["candidate"], warmup_calls=int(warm["candidate"]["calls"]),
+                            block_calls=n)
+    v.ref_runtime = TimingStats(samples_ms=samples["reference"], warmup_calls=int(warm["reference"]["calls"]),
+                                block_calls=n)
     v.timing_note = f"{len(samples['candidate'])} timed calls per side in {rounds} rounds; stopped: {stop_reason}"
 
 
@@ -921,11 +987,16 @@ def visible_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
 
 
-def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None = None) -> dict:
+def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None = None,
+                 stop: _BatchStop | None = None) -> dict:
     """Import a CUDA candidate once on the CPU so its extension is in the cache before the GPU needs it."""
     w = None
     try:
+        if stop is not None and stop.is_set():
+            return {"ok": False, "message": "the batch was interrupted"}
         w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False, confinement=confinement)
+        if stop is not None:
+            stop.track(w)
         reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
                              "backend": job.settings.backend, "precision": job.settings.precision,
                              "init_seed": 0, "cache_namespace": job.settings.cache_namespace,
@@ -941,15 +1012,65 @@ def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None
     finally:
         if w is not None:
             w.kill()
+            if stop is not None:
+                stop.untrack(w)
+
+
+class _BatchStop:
+    """A batch's interrupt: set once (Ctrl-C), it stops handing out jobs and kills the workers in flight.
+
+    Sessions and compile workers are tracked so the main thread can kill them while the device threads
+    are blocked waiting on a worker; the device threads then discard what their jobs report.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._sessions: list[DeviceSession] = []
+        self._workers: set[WorkerProcess] = set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def add_session(self, session: DeviceSession) -> None:
+        with self._lock:
+            self._sessions.append(session)
+            late = self._event.is_set()
+        if late:
+            session.abort()
+
+    def track(self, w: WorkerProcess) -> None:
+        with self._lock:
+            self._workers.add(w)
+            late = self._event.is_set()
+        if late:
+            w.kill()
+
+    def untrack(self, w: WorkerProcess) -> None:
+        with self._lock:
+            self._workers.discard(w)
+
+    def trigger(self) -> None:
+        with self._lock:
+            self._event.set()
+            sessions, workers = list(self._sessions), list(self._workers)
+        for session in sessions:
+            try:
+                session.abort()
+            except Exception:
+                log.exception("could not abort the session on %s", session.device)
+        for w in workers:
+            w.kill()
 
 
 class _Scheduler:
     """Hands jobs to device threads, preferring the problem a device's reference already holds."""
 
-    def __init__(self, jobs: Sequence[EvalJob], compiled: dict[int, Future]):
+    def __init__(self, jobs: Sequence[EvalJob], compiled: dict[int, Future], stop: _BatchStop | None = None):
         self.pending = list(range(len(jobs)))
         self.jobs = jobs
         self.compiled = compiled
+        self.stop = stop
         self.cv = threading.Condition()
 
     def _ready(self, i: int) -> bool:
@@ -958,7 +1079,7 @@ class _Scheduler:
 
     def take(self, session: DeviceSession) -> int | None:
         with self.cv:
-            while self.pending:
+            while self.pending and not (self.stop is not None and self.stop.is_set()):
                 ready = [i for i in self.pending if self._ready(i)]
                 if ready:
                     same = [i for i in ready if _ref_key(self.jobs[i]) == session.reference_key]
@@ -994,6 +1115,7 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
 
     compiled: dict[int, Future] = {}
     compile_pool = None
+    stop = _BatchStop()
     # The first job of each device starts at once (and builds in its worker); every later CUDA job is
     # built ahead on the CPU, wherever it sits in the list, while the GPUs evaluate what is ready.
     build_ahead = [i for i, j in enumerate(jobs) if j.settings.backend == "cuda" and i >= len(devices)]
@@ -1001,10 +1123,10 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         n = compile_workers or max(1, min(len(build_ahead), os.cpu_count() or 1))
         compile_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")
         for i in build_ahead:
-            compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch, confinement)
+            compiled[i] = compile_pool.submit(_compile_job, jobs[i], arch, confinement, stop)
 
     results: list[KernelResult | None] = [None] * len(jobs)
-    scheduler = _Scheduler(jobs, compiled)
+    scheduler = _Scheduler(jobs, compiled, stop)
     lock = threading.Lock()
     bar = None
     if progress:
@@ -1013,7 +1135,13 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         bar = tqdm(total=len(jobs), desc="evaluating", unit="kernel", file=sys.stderr)
 
     def device_loop(device: str) -> None:
-        session = DeviceSession(device, arch, sandbox=sandbox_mode, allow_network=allow_network)
+        try:
+            session = DeviceSession(device, arch, sandbox=sandbox_mode, allow_network=allow_network)
+        except Exception as e:  # no session, no evaluation: every job this thread would take is ours to redo
+            log.exception("could not open a session on %s", device)
+            session_error[device] = e
+            return
+        stop.add_session(session)
         try:
             session.prime(jobs[0].settings.backend)
             while True:
@@ -1024,12 +1152,12 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
                 try:
                     report = None if on_stage is None else (lambda st, sec, i=i: on_stage(i, st, sec))
                     result = run_job(session, job, on_stage=report)
-                except Exception as e:  # a bug of ours must not lose the batch
+                except Exception as e:  # a bug of ours must not lose the batch, nor become a verdict
                     log.exception("evaluation of %s failed", job.key)
-                    result = KernelResult(level=job.problem.level, problem_id=job.problem.problem_id,
-                                          problem_name=job.problem.name, sample_id=job.sample_id,
-                                          backend=job.settings.backend, precision=job.settings.precision,
-                                          error=StageError.make(Stage.CRASH, type(e).__name__, f"evaluator error: {e}"))
+                    result = infrastructure_result(job, type(e).__name__, f"evaluator error: {e}", _format_tb(e))
+                if stop.is_set():
+                    # Interrupted: whatever the job reported was caused by the interrupt, not the candidate.
+                    return
                 with lock:
                     results[i] = result
                     if on_result is not None:
@@ -1043,13 +1171,39 @@ def evaluate_batch(jobs: Sequence[EvalJob], devices: Sequence[str] | None = None
         finally:
             session.close()
 
+    session_error: dict[str, Exception] = {}
     threads = [threading.Thread(target=device_loop, args=(d,), name=f"device-{d}") for d in devices]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.2)  # a bare join() would not let Ctrl-C in until the thread ended
+    except BaseException:
+        # Ctrl-C (or any exit of the caller's): stop handing out jobs, kill the workers in flight, and
+        # let no result of a job in flight reach on_result. Only real verdicts were recorded.
+        stop.trigger()
+        if compile_pool is not None:
+            compile_pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if bar is not None:
+            bar.close()
+        raise
     if compile_pool is not None:
         compile_pool.shutdown(wait=False, cancel_futures=True)
+    if session_error and scheduler.pending:
+        # No device could take these jobs: our failure, recorded as such (never a verdict).
+        why = "; ".join(f"{d}: {type(e).__name__}: {e}" for d, e in session_error.items())
+        for i in list(scheduler.pending):
+            result = infrastructure_result(jobs[i], "SessionFailed", f"evaluator error: no device session ({why})")
+            results[i] = result
+            if on_result is not None:
+                try:
+                    on_result(i, result)
+                except Exception:
+                    log.exception("result callback failed for %s", jobs[i].key)
     if bar is not None:
         bar.close()
     return [r for r in results if r is not None]

@@ -48,6 +48,9 @@ class EvalSettings:
     target_rse: float = 0.005
     min_timing_trials: int = 20
     max_timing_trials: int = 2000
+    #: While the speedup's 95% interval is wider than +/-2%, timing goes on past the budget (and the trial
+    #: limit) up to this many times it, then stops and the result is flagged imprecise (1: never).
+    timing_extension: float = 2.0
     #: Distinct input sets rotated through the timed calls (outputs re-checked for each).
     timing_input_sets: int = 3
     #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.
@@ -81,6 +84,8 @@ class EvalSettings:
             raise ValueError(f"unknown sandbox mode {self.sandbox!r} (choose from {', '.join(SANDBOX_MODES)})")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be at least 1")
+        if self.timing_extension < 1.0:
+            raise ValueError("timing_extension must be at least 1 (1: no extension past the budget)")
 
     @property
     def tolerance(self) -> Tolerance:

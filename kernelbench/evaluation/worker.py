@@ -89,6 +89,9 @@ class Worker:
         self.snapshot = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
+        from kernelbench.evaluation.provenance import LaunchRecorder
+
+        self.launch_recorder = LaunchRecorder()
         self.l2_flush = None
         self.cushion_cycles: int | None = None  # spin before each timed call, calibrated on first use
         self.initialized = False
@@ -359,6 +362,8 @@ class Worker:
             compile_cache.install()
         if not self.is_cuda and msg.get("backend") == "triton":
             self._count_interpreter_launches()
+        if self.role == "candidate" and msg.get("backend") == "triton":
+            self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
         self.snapshot = rt.PatchSnapshot.take()
         self.threads_before = _active_count()
         t0 = _perf_counter()
@@ -538,14 +543,32 @@ class Worker:
     def cmd_profile(self, msg: dict, blobs: list) -> tuple[dict, list]:
         """One forward under the profiler: which kernels ran, on which streams, for how long."""
         torch = self.torch
+        import statistics
+
+        from kernelbench.evaluation import provenance
+
+        # Host enqueue time: the forward's wall time on the host without waiting for the GPU (median of 3,
+        # unprofiled: the profiler slows launches down).
+        # One set of inputs for all four forwards: the multi-GB problems must not hold two.
         x = self._make_inputs(int(msg["seed"]))
+        host_us = []
+        for _ in range(3):
+            self._sync()
+            t0 = _perf_counter()
+            out = self._forward(x, int(msg["fwd_seed"]))
+            host_us.append((_perf_counter() - t0) * 1e6)
+            self._sync()
+            del out
         self._sync()
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof, self.launch_recorder.recording() as launched:
             torch.cuda._sleep(1000)  # marker kernel ("spin_kernel") on the stream being timed
-            self._forward(x, int(msg["fwd_seed"]))
+            out = self._forward(x, int(msg["fwd_seed"]))
             self._sync()
+        _, leaves = self.transport.flatten(out)
+        unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
+        del out
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             path = f.name
         try:
@@ -554,7 +577,7 @@ class Worker:
                 trace = json.load(f)
         finally:
             os.unlink(path)
-        kernels, marker = [], None
+        kernels, marker, spans = [], None, []
         for ev in trace.get("traceEvents", []):
             if ev.get("cat") != "kernel":
                 continue
@@ -562,15 +585,26 @@ class Worker:
             name = str(ev.get("name", ""))
             if "spin_kernel" in name and marker is None:
                 marker = stream
+            if "spin_kernel" not in name:
+                spans.append((float(ev.get("ts", 0.0) or 0.0), float(ev.get("dur", 0.0) or 0.0)))
             kernels.append({"name": name[:300], "stream": stream, "dur_us": ev.get("dur", 0.0)})
-        return {"ok": True, "kernels": kernels[:2000], "marker_stream": marker}, []
+        return {"ok": True, "kernels": kernels[:2000], "marker_stream": marker,
+                "host_enqueue_us": statistics.median(host_us), "gpu_busy_us": provenance.busy_time_us(spans),
+                "unowned_outputs": unowned, "n_outputs": len(leaves),
+                "recorded": self.launch_recorder.installed}, []
 
     def cmd_launches(self, msg: dict, blobs: list) -> tuple[dict, list]:
         """CPU path: Triton launches counted in the interpreter during one forward."""
+        from kernelbench.evaluation import provenance
+
         x = self._make_inputs(int(msg["seed"]))
         self.interp_launches.clear()
-        self._forward(x, int(msg["fwd_seed"]))
-        return {"ok": True, "launches": dict(self.interp_launches)}, []
+        with self.launch_recorder.recording() as launched:
+            out = self._forward(x, int(msg["fwd_seed"]))
+        _, leaves = self.transport.flatten(out)
+        unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
+        return {"ok": True, "launches": dict(self.interp_launches), "unowned_outputs": unowned,
+                "n_outputs": len(leaves), "recorded": self.launch_recorder.installed}, []
 
     def _count_interpreter_launches(self) -> None:
         try:

@@ -42,6 +42,11 @@ class EvaluationSummary:
     evaluated: int = 0
     placeholders: int = 0
 
+    @property
+    def infrastructure_failures(self) -> int:
+        """Jobs our side failed to evaluate (never verdicts); the next evaluate-run evaluates them again."""
+        return sum(1 for r in self.results if r.infrastructure_failure)
+
     def verdict_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.results:

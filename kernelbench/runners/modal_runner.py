@@ -200,13 +200,14 @@ def remote_failure(job: EvalJob, message: str, runner: str) -> KernelResult:
     return KernelResult(
         level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
         sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
-        error=StageError.make(Stage.CRASH, REMOTE_ERROR_TYPE, message), runner=runner,
+        error=StageError.make(Stage.INFRASTRUCTURE, REMOTE_ERROR_TYPE, message), runner=runner,
     )
 
 
 def is_remote_failure(result: KernelResult) -> bool:
-    """Results that stand for infrastructure failures; a resumed run evaluates these jobs again."""
-    return result.error is not None and result.error.type == REMOTE_ERROR_TYPE
+    """Results that stand for infrastructure failures (Modal's or the evaluator's); a resumed run evaluates
+    these jobs again. Kept for callers of the Modal runner; see ``KernelResult.infrastructure_failure``."""
+    return result.infrastructure_failure
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -216,3 +216,23 @@ def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
                 message=f"library kernels ran on stream(s) {others} besides the stream being timed "
                         f"({report.marker_stream}); the drained-timing check found no work left running"))
     return findings
+
+
+def output_provenance_findings(reply: dict, report: LaunchReport) -> list[GuardFinding]:
+    """A warning when outputs were not handed to any of the candidate's own kernels (the decoy of issue 23).
+
+    ``reply`` is the worker's profile (GPU) or launch-count (CPU) reply: ``unowned_outputs`` are output
+    indices whose storage no own Triton launch was given, ``recorded`` says launches were recorded at all
+    (Triton candidates only). Candidates that launched no own kernel already fail ``no-own-kernel``.
+    """
+    unowned = reply.get("unowned_outputs") or []
+    if not reply.get("recorded") or not unowned or not report.own_kernels:
+        return []
+    n = int(reply.get("n_outputs") or len(unowned))
+    which = ", ".join(str(i) for i in unowned[:8])
+    share = report.own_share
+    spent = f"; its own kernels took {share:.0%} of the forward's GPU time" if share is not None else ""
+    return [GuardFinding(
+        rule="library-output", severity="warning", origin="runtime",
+        message=f"{len(unowned)} of {n} output(s) (index {which}) were never handed to one of the candidate's own "
+                f"kernels: PyTorch or a library produced them{spent}. Its own kernels may be a decoy.")]
