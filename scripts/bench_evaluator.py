@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import statistics
 import sys
 import time
@@ -35,8 +34,9 @@ from kernelbench.problems import load_problems  # noqa: E402
 
 
 def identity_source(problem_code: str) -> str:
-    """The reference itself as a candidate: Model renamed to ModelNew."""
-    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", problem_code, count=1)
+    from kernelbench.problems.contract import identity_candidate
+
+    return identity_candidate(problem_code)
 
 
 def identity_summary(rows: list[dict]) -> dict[int, dict]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import socket
 import statistics
@@ -43,7 +42,9 @@ from kernelbench.server.client import EvalClient, make_request  # noqa: E402
 
 
 def identity_source(problem_code: str) -> str:
-    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", problem_code, count=1)
+    from kernelbench.problems.contract import identity_candidate
+
+    return identity_candidate(problem_code)
 
 
 def candidates(level: int, ids: list[int] | None, mode: str) -> list[tuple[int, str, str]]:

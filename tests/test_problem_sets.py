@@ -549,3 +549,15 @@ def test_a_local_copy_of_the_dataset_is_the_official_set_when_it_hashes_the_same
     (other / "1_Other.py").write_text(PROBLEM.format(doc="x", expr="x * 2", size=8))
     with pytest.raises(SourceError, match="is not the official KernelBench set"):
         load_problems("kernelbench", other.parent, levels=[1])
+
+
+def test_identity_candidate_renames_every_mention_of_model():
+    """KernelBench's problems call super(Model, self): a class-line rename alone breaks them (NameError)."""
+    from kernelbench.problems.contract import identity_candidate
+
+    code = ("import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+            "        super(Model, self).__init__()\n    def forward(self, x):\n        return x\n")
+    ns: dict = {}
+    exec(identity_candidate(code), ns)
+    assert "Model" not in ns and ns["ModelNew"]()(3) == 3
+    assert identity_candidate("ModelNew = 1\nMyModel = 2\n") == "ModelNew = 1\nMyModel = 2\n"

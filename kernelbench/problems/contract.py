@@ -7,6 +7,7 @@ that is the whole interface every source, the evaluator and the prompts rely on.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 
 from kernelbench.errors import ProblemFormatError
@@ -116,3 +117,12 @@ def apply_reduced_size(code: str, sizes: dict[str, int]) -> str:
     """The problem source with its size globals rebound (appended, so line numbers stay the same)."""
     lines = [f"{k} = {int(v)}" for k, v in sizes.items()]
     return code.rstrip("\n") + "\n\n# reduced size for the CPU path (kernelbench: CPU_SIZE)\n" + "\n".join(lines) + "\n"
+
+
+def identity_candidate(code: str) -> str:
+    """The reference itself as a candidate (``Model`` renamed ``ModelNew``), for measuring the evaluator.
+
+    Every mention is renamed, not only the class line: KernelBench's problems call ``super(Model, self)``,
+    which a one-line rename leaves pointing at a name that no longer exists.
+    """
+    return re.sub(r"\bModel\b", "ModelNew", code)
