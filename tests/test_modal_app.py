@@ -82,7 +82,7 @@ def test_image_recipe_targets_its_gpu_and_pins_the_tested_stack(gpu):
     assert recipe.env["TRITON_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
     steps = recipe.steps()
     assert steps[0][0] == "from_registry"
-    assert steps[-1] == ("add_local_python_source", ("kernelbench", "modal_app"))  # source last
+    assert steps[-1][0] == "add_local_python_source" and steps[-1][1][0] == ("kernelbench", "modal_app")  # source last
     assert [kind for kind, _ in steps].count("add_local_python_source") == 1
 
 
