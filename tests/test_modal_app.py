@@ -27,7 +27,7 @@ modal = pytest.importorskip("modal")
 REPO = Path(__file__).resolve().parent.parent
 HAVE_EVALUATOR = importlib.util.find_spec("kernelbench.evaluation.parent") is not None
 
-ARCH = {"H100": "9.0", "A100-80GB": "8.0", "L40S": "8.9", "B200": "10.0"}
+ARCH = {"H100": "9.0a", "A100-80GB": "8.0", "L40S": "8.9", "B200": "10.0a"}  # a: wgmma / tcgen05 usable
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,7 @@ def test_image_recipe_targets_its_gpu_and_pins_the_tested_stack(gpu):
     pins = recipe.pinned()
     assert pins["torch"] == "2.11.0+cu130"
     assert pins["triton"] == "3.6.0"
+    assert "nvidia-cutlass-dsl[cu13]" in pins  # the CUTLASS Python DSL, built for the image's CUDA 13
     torch_step = next(step for step in recipe.pip_steps if any(p.startswith("torch==") for p in step[0]))
     assert torch_step[1] == "https://download.pytorch.org/whl/cu130"
     assert recipe.env["KERNELBENCH_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
@@ -196,3 +197,28 @@ def test_gpu_function_body_gives_the_local_runners_verdict(app_module, tmp_path,
     assert remote.environment.device == local.environment.device
     assert remote.guard_findings == local.guard_findings
     assert (kind == "correct") == remote.correct
+
+
+@pytest.mark.parametrize("gpu", MODAL_GPUS)
+def test_modal_gpu_table_agrees_with_the_hardware_table(gpu):
+    """The build target is the chip's compute capability; the price is set; baselines share the local file."""
+    from kernelbench.baselines import baseline_path_for_gpu
+    from kernelbench.hardware import get_gpu_spec
+    from modal_app import versions
+
+    spec = versions.GPUS[gpu]
+    hw = get_gpu_spec(gpu)
+    assert spec.cuda_arch.rstrip("a") == hw.compute_capability
+    # Hopper and Blackwell have arch-specific instructions (wgmma, tcgen05) only under sm_90a / sm_100a.
+    assert spec.cuda_arch.endswith("a") == (hw.compute_capability in ("9.0", "10.0"))
+    assert spec.usd_per_hour > 0
+    # The Modal run writes the file a local run on the same chip writes and analyze/aggregate read.
+    assert baseline_path_for_gpu(gpu) == baseline_path_for_gpu(hw.full_name) == baseline_path_for_gpu(spec.baseline_stem)
+
+
+def test_a100_80gb_on_modal_and_locally_use_one_baseline_file(tmp_path):
+    from kernelbench.baselines import baseline_path_for_gpu
+
+    local = baseline_path_for_gpu("NVIDIA A100-SXM4-80GB", tmp_path)
+    assert baseline_path_for_gpu("A100-80GB", tmp_path) == local == tmp_path / "A100.json"
+    assert baseline_path_for_gpu("A100", tmp_path) == local
