@@ -289,3 +289,14 @@ def test_actions_are_pinned_to_the_shas_listed_in_one_place():
             assert rest.strip() == f"# {pins[action]['major']}", f"{where}: version comment {rest.strip()!r}"
             used.add(action)
     assert used == set(pins), f"pinned but unused: {set(pins) - used}"
+
+
+def test_modal_dispatch_in_ci_confirms_the_cost_explicitly(wf):
+    """Without a terminal the CLI dispatches to Modal only with --yes; CI says it, so the estimate is logged."""
+    found = 0
+    for _name, _job_id, job in jobs(wf):
+        for step in steps(job):
+            for line in re.findall(r"kernelbench leaderboard evaluate[^\n]*", step.get("run", "")):
+                found += 1
+                assert "--yes" in line, line
+    assert found, "no workflow evaluates on Modal"
