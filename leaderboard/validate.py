@@ -149,6 +149,45 @@ def _check_metadata(report: FileReport, meta: object) -> Metadata | None:
     return parsed
 
 
+def _printable(text: str) -> str:
+    """``text`` with anything UTF-8 cannot hold shown as a ``\\uXXXX`` escape (for messages)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def unencodable_strings(value: object, where: str = "$", limit: int = 20) -> list[tuple[str, str]]:
+    """(JSON path, message) for each key or string that is not valid Unicode text.
+
+    JSON's ``\\uD800``-style escapes can name lone surrogates, which Python decodes into a ``str``
+    that no UTF-8 writer accepts: without this check the first ``.encode()`` (the size check, the
+    report, the pull-request comment) raised ``UnicodeEncodeError`` instead of a validation error.
+    """
+    out: list[tuple[str, str]] = []
+
+    def check(text: str, path: str) -> None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = text[e.start:e.end]
+            out.append((path, f"character {e.start + 1} ({_printable(bad)}) is a lone surrogate, not valid "
+                              f"Unicode text; write the character itself, or a surrogate pair for one "
+                              f"outside the Basic Multilingual Plane"))
+
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack and len(out) < limit:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            check(node, path)
+        elif isinstance(node, dict):
+            for k in reversed(list(node)):
+                child = f"{path}.{_printable(k)}"
+                if isinstance(k, str):
+                    check(k, f"{path} (a key)")
+                stack.append((node[k], child))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(node))))
+    return out
+
+
 def _check_kernel(report: FileReport, key: str, source: object, problems: ProblemSet,
                   meta_backend: str | None, guard: GuardFn | None, seen: set[tuple[int, int]]) -> None:
     try:
@@ -238,6 +277,11 @@ def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None 
                    f"the last one", key=dup if dup.startswith("level_") else None)
 
     value = doc.value
+    bad_text = unencodable_strings(value)
+    for where, message in bad_text:
+        report.add("error", "encoding", f"{where}: {message}")
+    if bad_text:  # every later check, report and comment writes this text out: stop here, cleanly
+        return report
     if not isinstance(value, dict):
         report.add("error", "top-level-type",
                    f"a submission is a JSON object with 'metadata' and 'kernels', not {_json_type(value)}")

@@ -233,3 +233,27 @@ def test_validate_script(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "PASS (2 kernels, 0 errors" in run.stdout
     assert md.read_text().startswith("## ✅")
+
+
+@pytest.mark.parametrize("where", ["kernel", "key", "metadata"])
+def test_text_that_is_not_valid_unicode_is_a_validation_error_not_a_traceback(tmp_path, where):
+    """JSON can escape a lone surrogate (\\ud800); Python then holds text no UTF-8 writer accepts."""
+    good = json.loads(F.write_submission(tmp_path / "good.json").read_text(encoding="utf-8"))
+    key = next(iter(good["kernels"]))
+    if where == "kernel":
+        good["kernels"][key] += "\n# \ud800\n"
+    elif where == "key":
+        good["kernels"][key + "\udcff"] = good["kernels"][key]
+    else:
+        good["metadata"]["display_name"] = "name \ud83d"
+    path = tmp_path / "lone.json"
+    path.write_text(json.dumps(good), encoding="ascii")  # ensure_ascii: the surrogate travels as \\udXXX
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    proc = _cli("validate", str(path), "--no-guard", "--report-json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "UnicodeEncodeError" not in proc.stderr
+    report = json.loads(js.read_text(encoding="utf-8"))
+    messages = [i["message"] for f in report["files"] for i in f["issues"] if i["code"] == "encoding"]
+    assert len(messages) == 1 and "lone surrogate" in messages[0], report
+    assert {"kernel": "$.kernels.", "key": "(a key)", "metadata": "$.metadata.display_name"}[where] in messages[0]
+    assert "lone surrogate" in md.read_text(encoding="utf-8")
