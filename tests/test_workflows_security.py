@@ -300,3 +300,14 @@ def test_modal_dispatch_in_ci_confirms_the_cost_explicitly(wf):
                 found += 1
                 assert "--yes" in line, line
     assert found, "no workflow evaluates on Modal"
+
+
+def test_the_modal_token_lives_in_a_reviewed_environment(wf):
+    """Only a job bound to the GitHub Environment (whose required reviewers approve each run) names the token."""
+    holders = [(name, job_id, job) for name, job_id, job in jobs(wf)
+               if any(s.startswith("MODAL_") for s in secret_refs(job))]
+    assert holders, "no job uses the Modal token"
+    for name, job_id, job in holders:
+        env = job.get("environment")
+        env_name = env.get("name") if isinstance(env, dict) else env
+        assert env_name == "modal-evaluation", f"{name}.{job_id} holds the Modal token outside the environment"
