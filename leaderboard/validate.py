@@ -212,6 +212,12 @@ def _check_kernel(report: FileReport, key: str, source: object, problems: Proble
             seen.add((k.level, k.problem_id))
             lv = str(k.level)
             report.kernels_per_level[lv] = report.kernels_per_level.get(lv, 0) + 1
+            needs = problems.get(k.level, k.problem_id).requirements
+            if needs:
+                report.add("info", "needs-hub",
+                           f"needs {', '.join(needs)} and the model from the Hugging Face hub: evaluated on a local "
+                           "GPU only; on Modal it gets a not-runnable result and the other kernels are evaluated",
+                           key=key)
     if not isinstance(source, str):
         report.add("error", "kernel-type", f"the kernel must be a string of Python source, got {_json_type(source)}",
                    key=key)

@@ -257,3 +257,20 @@ def test_text_that_is_not_valid_unicode_is_a_validation_error_not_a_traceback(tm
     assert len(messages) == 1 and "lone surrogate" in messages[0], report
     assert {"kernel": "$.kernels.", "key": "(a key)", "metadata": "$.metadata.display_name"}[where] in messages[0]
     assert "lone surrogate" in md.read_text(encoding="utf-8")
+
+
+def test_validate_names_the_kernels_that_need_the_hub(tmp_path):
+    """Level-4 kernels (transformers + a hub download) pass validation, each with a note that Modal cannot run it."""
+    from kernelbench.problems import load_problems
+    from kernelbench.solutions import submission_kernels
+
+    builtin = load_problems("builtin")
+    kernels = dict(submission_kernels("triton"))
+    l4_source = next(iter(kernels.values()))  # any valid ModelNew: validation does not run it
+    kernels["level_4_problem_2_sample_0"] = l4_source
+    path = F.write_submission(tmp_path / "with_l4.json", F.submission_dict(kernels=kernels))
+    report = validate_file(path, builtin, use_guard=False)
+    notes = [i for i in report.issues if i.code == "needs-hub"]
+    assert [i.key for i in notes] == ["level_4_problem_2_sample_0"]
+    assert notes[0].severity == "info" and "transformers" in notes[0].message and "Modal" in notes[0].message
+    assert "needs-hub" not in codes(report)  # not an error

@@ -439,14 +439,30 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
     assert again.calls == [] and ev2.n_reused == 2
 
 
-def test_problems_needing_extra_packages_are_refused_before_anything_is_sent(problems):
+def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_evaluated(problems):
+    """A level-4 style problem (extra packages, hub download) is not sent; the other kernels are."""
     import dataclasses
 
-    p = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    from kernelbench.runners.modal_runner import NOT_RUNNABLE_TYPE
+
+    hub = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    jobs = [job(problems, 2), EvalJob(problem=hub, candidate_source=GOOD[1], settings=SETTINGS), job(problems, 3)]
     fn = InProcessFunction(echo_body)
-    with pytest.raises(KernelBenchError, match="needs transformers.*local GPU"):
-        runner_with(fn).run([EvalJob(problem=p, candidate_source=GOOD[1], settings=SETTINGS)], progress=False)
-    assert fn.calls == []
+    estimates = []
+    delivered: dict[int, KernelResult] = {}
+    results = ModalRunner(gpu="H100", function=fn, confirm=lambda est: estimates.append(est.n_jobs) or True).run(
+        jobs, on_result=lambda i, r: delivered.__setitem__(i, r), progress=False)
+    assert [r.key for r in results] == [j.key for j in jobs] and sorted(delivered) == [0, 1, 2]
+    assert len(fn.calls) == 2 and estimates == [2]  # only the runnable kernels are sent and priced
+    blocked = results[1]
+    assert blocked.error.type == NOT_RUNNABLE_TYPE and blocked.error.stage == Stage.LOAD
+    assert "needs transformers" in blocked.error.message and "local GPU" in blocked.error.message
+    assert not is_remote_failure(blocked)  # a verdict for this runner, not an infrastructure failure to retry
+    assert results[0].error is None or results[0].error.type != NOT_RUNNABLE_TYPE
+
+    only_hub = InProcessFunction(echo_body)
+    (r,) = runner_with(only_hub).run([jobs[1]], progress=False)
+    assert only_hub.calls == [] and r.error.type == NOT_RUNNABLE_TYPE
 
 
 # ---------------------------------------------------------------------------------------------

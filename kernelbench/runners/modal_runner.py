@@ -179,15 +179,37 @@ def result_from_wire(data: Any) -> tuple[int, KernelResult]:
         raise WireFormatError(f"malformed result payload: {e}") from None
 
 
+#: Error type of a result for a kernel whose problem cannot run on Modal (level 4: packages and
+#: model downloads the GPU image and its network-less functions do not have).
+NOT_RUNNABLE_TYPE = "NotRunnableOnModal"
+
+
+def modal_blocker(problem: Problem) -> str | None:
+    """Why ``problem`` cannot run in the Modal GPU functions, or None if it can."""
+    if problem.requirements:
+        return (f"level {problem.level} problem {problem.problem_id} ({problem.name}) needs "
+                f"{', '.join(problem.requirements)} and downloads its model from the Hugging Face hub; the Modal "
+                "image does not install them and GPU functions have no network: evaluate it on a local GPU "
+                "(--runner local)")
+    return None
+
+
 def check_runnable_on_modal(problems: Iterable[Problem]) -> None:
     """Refuse, before anything is sent, problems that need packages or network the image lacks."""
     for p in problems:
-        if p.requirements:
-            raise KernelBenchError(
-                f"level {p.level} problem {p.problem_id} ({p.name}) needs {', '.join(p.requirements)}, which the "
-                "Modal image does not install (and GPU functions have no network to fetch models): "
-                "evaluate it on a local GPU"
-            )
+        reason = modal_blocker(p)
+        if reason:
+            raise KernelBenchError(reason)
+
+
+def not_runnable_result(job: EvalJob, message: str, runner: str) -> KernelResult:
+    """The per-kernel result for a job this runner cannot run: failed at load, nothing was sent."""
+    p = job.problem
+    return KernelResult(
+        level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
+        sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
+        error=StageError.make(Stage.LOAD, NOT_RUNNABLE_TYPE, message), runner=runner,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,17 +320,42 @@ class ModalRunner:
         ``RemoteError`` rather than disappearing. If the map itself breaks off, the results
         delivered so far have been passed to ``on_result`` and a KernelBenchError says how many.
         """
-        jobs = list(jobs)
-        if not jobs:
+        all_jobs = list(jobs)
+        if not all_jobs:
             return []
-        check_runnable_on_modal(job.problem for job in jobs)
-        self._approve(jobs)
-        payloads = [job_to_wire(job, i) for i, job in enumerate(jobs)]
-        with self._resolve("evaluate", self._function) as fn:
-            fn = self._limited(fn)
-            if self.max_cost_usd is None:
-                return self._map(fn, jobs, payloads, on_result, progress)
-            return self._map_within_budget(fn, jobs, payloads, on_result, progress)
+        # Kernels whose problem cannot run here get their own failed result; the rest are evaluated.
+        out: list[KernelResult | None] = [None] * len(all_jobs)
+        runnable: list[int] = []
+        for i, job in enumerate(all_jobs):
+            reason = modal_blocker(job.problem)
+            if reason is None:
+                runnable.append(i)
+        if len(runnable) < len(all_jobs):
+            log.warning("%d kernel(s) cannot run on Modal and get a not-runnable result",
+                        len(all_jobs) - len(runnable))
+        jobs = [all_jobs[i] for i in runnable]
+        if jobs:
+            self._approve(jobs)
+
+        def deliver(k: int, result: KernelResult) -> None:
+            out[runnable[k]] = result
+            if on_result is not None:
+                on_result(runnable[k], result)
+
+        for i, job in enumerate(all_jobs):
+            if i not in set(runnable):
+                out[i] = not_runnable_result(job, modal_blocker(job.problem) or "", self.label)
+                if on_result is not None:
+                    on_result(i, out[i])
+        if jobs:
+            payloads = [job_to_wire(job, k) for k, job in enumerate(jobs)]
+            with self._resolve("evaluate", self._function) as fn:
+                fn = self._limited(fn)
+                if self.max_cost_usd is None:
+                    self._map(fn, jobs, payloads, deliver, progress)
+                else:
+                    self._map_within_budget(fn, jobs, payloads, deliver, progress)
+        return [r for r in out if r is not None]
 
     # -- cost control -------------------------------------------------------------------------
     def _approve(self, jobs: list[EvalJob]) -> None:
