@@ -311,3 +311,10 @@ def test_the_modal_token_lives_in_a_reviewed_environment(wf):
         env = job.get("environment")
         env_name = env.get("name") if isinstance(env, dict) else env
         assert env_name == "modal-evaluation", f"{name}.{job_id} holds the Modal token outside the environment"
+
+
+def test_the_pull_request_comment_is_never_markdown_the_validate_run_wrote(wf):
+    """comment.yml renders from validate.json with the base branch's code; it never posts report.md."""
+    run = " ".join(s.get("run", "") for s in steps(wf["comment"]["jobs"]["comment"]))
+    assert "--report-json" in run and "validate.json" in run
+    assert "report.md" not in run and "--body" not in run
