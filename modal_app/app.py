@@ -202,6 +202,24 @@ def evaluate_kernel(
 
 
 @app.local_entrypoint()
+def check(gpu: GpuName = "L40S", backend: Backend = "triton", verbose: bool = False):
+    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works."""
+    from modal_app import commands
+
+    _setup_logging(verbose)
+    try:
+        runner = runner_for(gpu)
+        runner.confirm = lambda est: print(f"Modal: {est.describe()}", file=sys.stderr) or True
+        (result,) = runner.run([commands.check_job(backend)], progress=False)
+    except KernelBenchError as e:
+        _fail(e)
+    items = commands.check_report(result, gpu)
+    print(commands.check_text(items))
+    if not all(i.ok for i in items):
+        raise SystemExit(1)
+
+
+@app.local_entrypoint()
 def evaluate_run(
     run_dir: str,
     gpu: GpuName = "H100",

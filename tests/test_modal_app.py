@@ -133,6 +133,7 @@ ENTRY_OPTIONS = {
                      "--timing / --no-timing"],
     "baselines": ["--gpu", "--levels", "--modes", "--source", "--output", "--resume / --no-resume"],
     "eval_submission": ["--submission", "--gpu", "--runs-dir", "--results-dir", "--entry", "--source"],
+    "check": ["--gpu", "--backend", "--verbose"],
 }
 
 
@@ -222,3 +223,44 @@ def test_a100_80gb_on_modal_and_locally_use_one_baseline_file(tmp_path):
     local = baseline_path_for_gpu("NVIDIA A100-SXM4-80GB", tmp_path)
     assert baseline_path_for_gpu("A100-80GB", tmp_path) == local == tmp_path / "A100.json"
     assert baseline_path_for_gpu("A100", tmp_path) == local
+
+
+def _check_result_in_process(app_module, device: str):
+    import dataclasses
+
+    from modal_app.commands import check_job
+
+    job = check_job("triton")
+    if device == "cpu":
+        job = dataclasses.replace(job, problem=job.problem.at_reduced_size(),
+                                  settings=dataclasses.replace(job.settings, measure_timing=False, correctness_trials=2))
+    _, result = result_from_wire(app_module.evaluate_h100.local(job_to_wire(job, 0)))
+    return result
+
+
+@pytest.mark.slow
+def test_modal_check_reports_item_by_item_what_a_run_proves(app_module, monkeypatch):
+    """On the CPU the worked solution compiles and is correct, but nothing is timed on a GPU: the check says so."""
+    from kernelbench.runners.modal_runner import remote_failure
+    from modal_app.commands import check_job, check_report, check_text
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    result = _check_result_in_process(app_module, "cpu")
+    items = {i.what: i for i in check_report(result, "L40S")}
+    assert items["image built, GPU function scheduled, result returned"].ok
+    assert items["worked solution compiled"].ok and items["worked solution passed its correctness trials"].ok
+    assert not items["ran on a L40S GPU"].ok and not items["candidate and reference timed"].ok
+    assert "some of it does not work" in check_text(list(items.values()))
+
+    lost = remote_failure(check_job(), "container exited with code 137", "modal:L40S")
+    (only,) = check_report(lost, "L40S")
+    assert not only.ok and "137" in only.detail
+
+
+@pytest.mark.gpu
+def test_modal_check_passes_on_a_gpu(app_module):
+    from modal_app.commands import check_report, check_text
+
+    result = _check_result_in_process(app_module, "cuda")
+    items = check_report(result, "H100")
+    assert all(i.ok for i in items), check_text(items)
