@@ -274,3 +274,15 @@ def test_validate_names_the_kernels_that_need_the_hub(tmp_path):
     assert [i.key for i in notes] == ["level_4_problem_2_sample_0"]
     assert notes[0].severity == "info" and "transformers" in notes[0].message and "Modal" in notes[0].message
     assert "needs-hub" not in codes(report)  # not an error
+
+
+def test_cli_validate_prints_which_kernels_need_the_hub(tmp_path):
+    from kernelbench.solutions import submission_kernels
+
+    kernels = dict(submission_kernels("triton"))
+    kernels["level_4_problem_1_sample_0"] = next(iter(kernels.values()))
+    path = F.write_submission(tmp_path / "l4.json", F.submission_dict(kernels=kernels))
+    proc = _cli("validate", str(path), "--no-guard", "--source", "builtin")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "[needs-hub]" in ln]
+    assert "level_4_problem_1_sample_0" in line and "Hugging Face hub" in line
