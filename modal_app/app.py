@@ -149,7 +149,14 @@ def runner_for(gpu: str) -> ModalRunner:
     from kernelbench.runners.modal_runner import canonical_gpu
 
     name = canonical_gpu(gpu)
-    return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name])
+    return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name],
+                       confirm=_print_estimate)
+
+
+def _print_estimate(estimate) -> bool:
+    """Every entry point shows what it is about to spend before it dispatches (`modal run` has no prompt)."""
+    print(f"Modal: {estimate.describe()}", file=sys.stderr, flush=True)
+    return True
 
 
 # ---- entry points ---------------------------------------------------------------------------
@@ -209,7 +216,6 @@ def check(gpu: GpuName = "L40S", backend: Backend = "triton", verbose: bool = Fa
     _setup_logging(verbose)
     try:
         runner = runner_for(gpu)
-        runner.confirm = lambda est: print(f"Modal: {est.describe()}", file=sys.stderr) or True
         (result,) = runner.run([commands.check_job(backend)], progress=False)
     except KernelBenchError as e:
         _fail(e)

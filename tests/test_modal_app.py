@@ -118,8 +118,16 @@ def test_build_image_gives_a_lazy_modal_image():
     assert isinstance(image, modal.Image)
 
 
-def test_runner_for_binds_the_app_functions_without_a_token_lookup(app_module):
+def test_runner_for_binds_the_app_functions_without_a_token_lookup(app_module, capsys):
+    from modal_app.commands import check_job
+
     r = app_module.runner_for("a100_80gb")
+    # `modal run` entry points show the estimate before dispatching (checked without sending anything).
+    r.dry_run = True
+    with pytest.raises(Exception, match="dry run"):
+        r.run([check_job()], progress=False)
+    assert "1 kernel(s) on Modal A100-80GB" in capsys.readouterr().err
+    r.dry_run = False
     assert isinstance(r, ModalRunner) and r.gpu == "A100-80GB" and r.label == "modal:A100-80GB"
     assert r._function is app_module.evaluate_a100_80gb
     assert r._baselines_function is app_module.baselines_a100_80gb
