@@ -223,8 +223,12 @@ def load_baseline(path: str | Path, mode: str = EAGER) -> Baseline:
 
 
 def baseline_path_for_gpu(gpu_name: str, root: str | Path = "baselines") -> Path:
-    """``baselines/<gpu-name>.json``, the file ``kernelbench analyze --gpu`` uses."""
-    return Path(root) / f"{gpu_name}.json"
+    """``baselines/<family>.json``, the file ``kernelbench analyze --gpu`` uses.
+
+    Any spelling of a GPU gives its family's file, so a local A100 run (``NVIDIA A100-SXM4-80GB``),
+    a Modal ``--gpu A100-80GB`` run and ``analyze --gpu A100`` all read and write ``A100.json``.
+    """
+    return Path(root) / f"{gpu_label(gpu_name)}.json"
 
 
 def check_modes(modes: Iterable[str]) -> list[str]:

@@ -27,3 +27,14 @@ class BaselineError(KernelBenchError):
 
 class RunDirectoryError(KernelBenchError):
     pass
+
+
+class DispatchDeclined(KernelBenchError):
+    """Nothing (more) was sent to a paid runner: a dry run, a declined confirmation, or the cost cap.
+
+    ``dry_run`` tells a CLI to exit 0: showing the estimate was what the user asked for.
+    """
+
+    def __init__(self, message: str, dry_run: bool = False):
+        super().__init__(message)
+        self.dry_run = dry_run

@@ -119,13 +119,14 @@ def evaluate_submission(
     gpu: str | None = None,
     runner=None,
     entry: str | None = None,
+    runner_options: dict | None = None,
     progress: bool = True,
     on_result: Callable[[KernelResult], None] | None = None,
 ) -> SubmissionEvaluation:
     """Evaluate every ranked kernel not yet evaluated, then write the (entry, GPU) results bundle.
 
     ``runner`` may be passed ready-made (tests, the Modal app); otherwise it is
-    ``get_runner(runner_name, gpu=gpu)``. The GPU label is this machine's GPU for the local runner
+    ``get_runner(runner_name, gpu=gpu, **runner_options)`` (Modal's cost controls travel there). The GPU label is this machine's GPU for the local runner
     and ``gpu`` for Modal; the bundle is finally labelled with the GPU the results report.
     """
     from leaderboard.validate import validate_file
@@ -170,7 +171,8 @@ def evaluate_submission(
         if runner is None:
             from kernelbench.runners import get_runner
 
-            runner = get_runner(runner_name, gpu=gpu) if runner_name != "local" else get_runner("local")
+            runner = (get_runner(runner_name, gpu=gpu, **(runner_options or {})) if runner_name != "local"
+                      else get_runner("local"))
         run_dirs = {lr.level: RunDirectory(lr.path, level=lr.level) for lr in runs}
 
         def _save(index: int, result: KernelResult) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from kernelbench.problems.model import ProblemSet
 from leaderboard.jsonio import human_bytes, read_json_document
+from leaderboard.markdown import MARKDOWN_ISSUE_LIMIT, _ranges, md_code, md_escape, render_markdown  # noqa: F401
 from leaderboard.schema import (
     MAX_FILE_BYTES,
     MAX_KERNEL_BYTES,
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 Severity = Literal["error", "warning", "info"]
 GuardFn = Callable[[str, str], object]
 #: Per file, this many issues are listed in Markdown; the JSON report keeps all of them.
-MARKDOWN_ISSUE_LIMIT = 60
 
 
 class Issue(BaseModel):
@@ -98,7 +98,7 @@ class ValidationReport(BaseModel):
         return self.model_dump_json(indent=2) + "\n"
 
     def to_markdown(self) -> str:
-        return render_markdown(self)
+        return render_markdown(self.model_dump(mode="json"))
 
 
 # ---------------------------------------------------------------- the static guard, if present
@@ -149,6 +149,45 @@ def _check_metadata(report: FileReport, meta: object) -> Metadata | None:
     return parsed
 
 
+def _printable(text: str) -> str:
+    """``text`` with anything UTF-8 cannot hold shown as a ``\\uXXXX`` escape (for messages)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def unencodable_strings(value: object, where: str = "$", limit: int = 20) -> list[tuple[str, str]]:
+    """(JSON path, message) for each key or string that is not valid Unicode text.
+
+    JSON's ``\\uD800``-style escapes can name lone surrogates, which Python decodes into a ``str``
+    that no UTF-8 writer accepts: without this check the first ``.encode()`` (the size check, the
+    report, the pull-request comment) raised ``UnicodeEncodeError`` instead of a validation error.
+    """
+    out: list[tuple[str, str]] = []
+
+    def check(text: str, path: str) -> None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = text[e.start:e.end]
+            out.append((path, f"character {e.start + 1} ({_printable(bad)}) is a lone surrogate, not valid "
+                              f"Unicode text; write the character itself, or a surrogate pair for one "
+                              f"outside the Basic Multilingual Plane"))
+
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack and len(out) < limit:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            check(node, path)
+        elif isinstance(node, dict):
+            for k in reversed(list(node)):
+                child = f"{path}.{_printable(k)}"
+                if isinstance(k, str):
+                    check(k, f"{path} (a key)")
+                stack.append((node[k], child))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(node))))
+    return out
+
+
 def _check_kernel(report: FileReport, key: str, source: object, problems: ProblemSet,
                   meta_backend: str | None, guard: GuardFn | None, seen: set[tuple[int, int]]) -> None:
     try:
@@ -173,6 +212,12 @@ def _check_kernel(report: FileReport, key: str, source: object, problems: Proble
             seen.add((k.level, k.problem_id))
             lv = str(k.level)
             report.kernels_per_level[lv] = report.kernels_per_level.get(lv, 0) + 1
+            needs = problems.get(k.level, k.problem_id).requirements
+            if needs:
+                report.add("info", "needs-hub",
+                           f"needs {', '.join(needs)} and the model from the Hugging Face hub: evaluated on a local "
+                           "GPU only; on Modal it gets a not-runnable result and the other kernels are evaluated",
+                           key=key)
     if not isinstance(source, str):
         report.add("error", "kernel-type", f"the kernel must be a string of Python source, got {_json_type(source)}",
                    key=key)
@@ -238,6 +283,11 @@ def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None 
                    f"the last one", key=dup if dup.startswith("level_") else None)
 
     value = doc.value
+    bad_text = unencodable_strings(value)
+    for where, message in bad_text:
+        report.add("error", "encoding", f"{where}: {message}")
+    if bad_text:  # every later check, report and comment writes this text out: stop here, cleanly
+        return report
     if not isinstance(value, dict):
         report.add("error", "top-level-type",
                    f"a submission is a JSON object with 'metadata' and 'kernels', not {_json_type(value)}")
@@ -318,86 +368,3 @@ def _natural(key: str) -> tuple:
         return (1, 0, 0, 0, key)
 
 
-def _ranges(ids: list[int]) -> str:
-    """[1, 2, 3, 5] -> '1-3, 5'."""
-    if not ids:
-        return "none"
-    ids = sorted(ids)
-    parts, start, prev = [], ids[0], ids[0]
-    for i in ids[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if i is not None:
-            start = prev = i
-    return ", ".join(parts)
-
-
-_MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]|~!"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;",
-                                                                   "\n": " ", "\r": " "})
-
-
-def md_escape(text: str) -> str:
-    """Make untrusted text inert in a GitHub comment (no markup, no HTML, no mentions that ping)."""
-    return text.translate(_MD_SPECIAL).replace("@", "@\u200b")
-
-
-def md_code(text: str) -> str:
-    """A code span: backslash escapes do not work inside one, so backticks and newlines are replaced
-    (``\\|`` is the table-level escape GitHub applies before code spans)."""
-    clean = text.replace("`", "'").replace("\n", " ").replace("\r", " ").replace("|", "\\|")
-    return "`" + clean + "`"
-
-
-def render_markdown(report: ValidationReport) -> str:
-    n_err = sum(f.n_errors for f in report.files)
-    n_warn = sum(f.n_warnings for f in report.files)
-    head = "passed" if report.passed else f"failed with {n_err} error{'s' if n_err != 1 else ''}"
-    mark = "✅" if report.passed else "❌"
-    lines = [f"## {mark} KernelBench submission check {head}", ""]
-    lines.append(f"Problem set: {md_code(report.problem_source)} · {len(report.files)} file(s) · "
-                 f"{n_err} error(s), {n_warn} warning(s). Limits: {human_bytes(report.limits['max_kernel_bytes'])} "
-                 f"per kernel, {human_bytes(report.limits['max_file_bytes'])} per file.")
-    lines.append("")
-    levels = sorted({lv for f in report.files for lv in f.problems_per_level}, key=int)
-    header = ["File", "Display name", "Kernels", *[f"Level {lv}" for lv in levels], "Errors", "Warnings"]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * len(header))
-    for f in report.files:
-        cells = [md_code(Path(f.path).name), md_escape(f.display_name or "—"), str(f.n_kernels)]
-        for lv in levels:
-            cells.append(f"{f.kernels_per_level.get(lv, 0)}/{f.problems_per_level.get(lv, 0)}")
-        cells += [str(f.n_errors), str(f.n_warnings)]
-        lines.append("| " + " | ".join(cells) + " |")
-    for f in report.files:
-        lines += ["", f"### {'✅' if f.passed else '❌'} {md_code(f.path)}", ""]
-        errors = [i for i in f.issues if i.severity == "error"]
-        warnings = [i for i in f.issues if i.severity == "warning" and i.code != "missing-problems"]
-        for title, items in (("Errors", errors), ("Warnings", warnings)):
-            if not items:
-                continue
-            lines.append(f"**{title}** ({len(items)})")
-            lines.append("")
-            for i in items[:MARKDOWN_ISSUE_LIMIT]:
-                where = md_code(i.key) if i.key else ""
-                line = f" line {i.line}" if i.line else ""
-                lines.append(f"- {where}{line}{': ' if where or line else ''}{md_escape(i.message)} "
-                             f"<sub>{md_escape(i.code)}</sub>")
-            if len(items) > MARKDOWN_ISSUE_LIMIT:
-                lines.append(f"- … and {len(items) - MARKDOWN_ISSUE_LIMIT} more (see the JSON report)")
-            lines.append("")
-        if f.missing:
-            lines.append("**Missing problems** (they count as incorrect):")
-            lines.append("")
-            for lv, ids in sorted(f.missing.items(), key=lambda kv: int(kv[0])):
-                lines.append(f"- level {lv}: {len(ids)} of {f.problems_per_level.get(lv, '?')} — {_ranges(ids)}")
-            lines.append("")
-        if f.guard_available and f.guard_checked:
-            n_guard = sum(1 for i in f.issues if i.code.startswith("guard:"))
-            lines.append(f"Static guard: {f.guard_checked} kernel(s) screened, {n_guard} finding(s) reported above.")
-        else:
-            lines.append("Static guard: not run.")
-        if f.backends:
-            lines.append("Backends: " + ", ".join(f"{b} × {n}" for b, n in sorted(f.backends.items())) + ".")
-    return "\n".join(lines).rstrip() + "\n"

@@ -149,7 +149,14 @@ def runner_for(gpu: str) -> ModalRunner:
     from kernelbench.runners.modal_runner import canonical_gpu
 
     name = canonical_gpu(gpu)
-    return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name])
+    return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name],
+                       confirm=_print_estimate)
+
+
+def _print_estimate(estimate) -> bool:
+    """Every entry point shows what it is about to spend before it dispatches (`modal run` has no prompt)."""
+    print(f"Modal: {estimate.describe()}", file=sys.stderr, flush=True)
+    return True
 
 
 # ---- entry points ---------------------------------------------------------------------------
@@ -199,6 +206,23 @@ def evaluate_kernel(
         print(result.error.traceback, file=sys.stderr)
     if output:
         print(f"result written to {output}")
+
+
+@app.local_entrypoint()
+def check(gpu: GpuName = "L40S", backend: Backend = "triton", verbose: bool = False):
+    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works."""
+    from modal_app import commands
+
+    _setup_logging(verbose)
+    try:
+        runner = runner_for(gpu)
+        (result,) = runner.run([commands.check_job(backend)], progress=False)
+    except KernelBenchError as e:
+        _fail(e)
+    items = commands.check_report(result, gpu)
+    print(commands.check_text(items))
+    if not all(i.ok for i in items):
+        raise SystemExit(1)
 
 
 @app.local_entrypoint()

@@ -299,3 +299,60 @@ def results_summary(results: Sequence[KernelResult]) -> str:
 
 def _fmt(ms: float | None) -> str:
     return f"{ms:.4f}" if ms is not None else "-"
+
+
+# ---------------------------------------------------------------------------------------------
+# The end-to-end check for a new account
+
+
+@dataclass
+class CheckItem:
+    """One thing the check proves (or fails to), in the words the user reads."""
+
+    what: str
+    ok: bool
+    detail: str = ""
+
+
+def check_job(backend: str = "triton") -> EvalJob:
+    """The check's one job: the worked ReLU solution (level 1 problem 8), timed, at full size."""
+    from kernelbench.problems import load_problems
+    from kernelbench.solutions import list_solutions
+
+    solution = next(s for s in list_solutions(backend, level=1) if s.problem_id == 8)
+    problem = load_problems("builtin", levels=[1]).get(1, 8)
+    settings = EvalSettings(backend=backend, correctness_trials=3, measure_timing=True, timing_budget_s=1.0)
+    return EvalJob(problem=problem, candidate_source=solution.source, settings=settings)
+
+
+def check_report(result: KernelResult, gpu: str) -> list[CheckItem]:
+    """What one evaluated worked solution says about the Modal path, item by item.
+
+    The image built and the function was scheduled if any result came back that is not a
+    Modal failure; the rest is read from the result itself.
+    """
+    env = result.environment
+    came_back = not is_remote_failure(result)
+    items = [CheckItem("image built, GPU function scheduled, result returned", came_back,
+                       result.error.one_line() if (result.error and not came_back) else "")]
+    if not came_back:
+        return items
+    gpu_name = env.gpu_name if env and env.gpu_name else ""
+    items.append(CheckItem(f"ran on a {gpu} GPU", bool(gpu_name), gpu_name or "no GPU reported (ran on the CPU?)"))
+    items.append(CheckItem("worked solution compiled", result.compiled,
+                           result.error.one_line() if result.error and not result.compiled else ""))
+    items.append(CheckItem("worked solution passed its correctness trials", result.correct,
+                           result.error.one_line() if result.error else ""))
+    timed = result.runtime_ms is not None and result.ref_runtime_ms is not None
+    items.append(CheckItem("candidate and reference timed", timed,
+                           f"{result.runtime_ms:.4f} ms vs {result.ref_runtime_ms:.4f} ms" if timed
+                           else (result.timing_note or "no timing")))
+    items.append(CheckItem("speed-of-light check ran (needs the shipped measured_rates.json)",
+                           result.roofline is not None, "" if result.roofline is not None else "no roofline info"))
+    return items
+
+
+def check_text(items: Sequence[CheckItem]) -> str:
+    lines = [f"[{'ok' if i.ok else 'FAIL'}] {i.what}" + (f": {i.detail}" if i.detail else "") for i in items]
+    verdict = "everything the check covers works" if all(i.ok for i in items) else "some of it does not work"
+    return "\n".join([*lines, f"Modal check: {verdict}."])

@@ -8,12 +8,20 @@ lazy image object step by step, in the recipe's order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from modal_app import versions
 
 #: Packages copied into the image last, so editing the source does not rebuild the heavy layers.
 LOCAL_PACKAGES: tuple[str, ...] = ("kernelbench", "modal_app")
+
+#: Which files of those packages travel, as Modal ``FilePatternMatcher`` patterns relative to each
+#: package. Modal's default for ``add_local_python_source`` ships ``*.py`` only, which left
+#: ``kernelbench/data/measured_rates.json`` behind and made every timed GPU result a crash. These
+#: are the suffixes of the package data pyproject declares (``tests/test_modal_shipped_files.py``
+#: checks every declared file is shipped, using Modal's own matcher).
+SHIPPED_PATTERNS: tuple[str, ...] = ("**/*.py", "**/*.json", "**/*.j2", "**/*.md")
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,7 @@ class ImageRecipe:
     pip_steps: tuple[tuple[tuple[str, ...], str | None], ...]
     env: dict[str, str] = field(default_factory=dict)
     local_packages: tuple[str, ...] = LOCAL_PACKAGES
+    shipped_patterns: tuple[str, ...] = SHIPPED_PATTERNS
 
     def pinned(self) -> dict[str, str]:
         """Package name -> pinned version, over every pip step."""
@@ -45,7 +54,7 @@ class ImageRecipe:
             out.append(("pip_install", (packages, index)))
         if self.env:
             out.append(("env", dict(self.env)))
-        out.append(("add_local_python_source", self.local_packages))
+        out.append(("add_local_python_source", (self.local_packages, self.shipped_patterns)))
         return out
 
 
@@ -76,6 +85,23 @@ def recipe_for(gpu: str) -> ImageRecipe:
     )
 
 
+def shipped_file_matcher(patterns: tuple[str, ...]) -> Any:
+    """Modal's ignore rule for the local packages: everything except ``patterns``, minus caches.
+
+    Modal applies a custom ignore rule *instead of* its default one, so bytecode caches and
+    dot-prefixed paths must be excluded here explicitly.
+    """
+    from modal import FilePatternMatcher
+
+    keep = FilePatternMatcher(*patterns)
+    junk = FilePatternMatcher("**/__pycache__", "**/__pycache__/**", "**/*.pyc", "**/.*", "**/.*/**")
+
+    def ignore(path: Path) -> bool:
+        return junk(path) or not keep(path)
+
+    return ignore
+
+
 def build_image(recipe: ImageRecipe) -> Any:
     """A lazy ``modal.Image`` (nothing is built or uploaded until an app runs)."""
     import modal
@@ -93,7 +119,8 @@ def build_image(recipe: ImageRecipe) -> Any:
         elif kind == "env":
             image = image.env(arg)
         elif kind == "add_local_python_source":
-            image = image.add_local_python_source(*arg)
+            packages, patterns = arg
+            image = image.add_local_python_source(*packages, ignore=shipped_file_matcher(patterns))
         else:  # pragma: no cover - steps() only produces the kinds above
             raise ValueError(f"unknown image step {kind!r}")
     return image

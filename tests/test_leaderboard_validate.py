@@ -233,3 +233,56 @@ def test_validate_script(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "PASS (2 kernels, 0 errors" in run.stdout
     assert md.read_text().startswith("## ✅")
+
+
+@pytest.mark.parametrize("where", ["kernel", "key", "metadata"])
+def test_text_that_is_not_valid_unicode_is_a_validation_error_not_a_traceback(tmp_path, where):
+    """JSON can escape a lone surrogate (\\ud800); Python then holds text no UTF-8 writer accepts."""
+    good = json.loads(F.write_submission(tmp_path / "good.json").read_text(encoding="utf-8"))
+    key = next(iter(good["kernels"]))
+    if where == "kernel":
+        good["kernels"][key] += "\n# \ud800\n"
+    elif where == "key":
+        good["kernels"][key + "\udcff"] = good["kernels"][key]
+    else:
+        good["metadata"]["display_name"] = "name \ud83d"
+    path = tmp_path / "lone.json"
+    path.write_text(json.dumps(good), encoding="ascii")  # ensure_ascii: the surrogate travels as \\udXXX
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    proc = _cli("validate", str(path), "--no-guard", "--report-json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "UnicodeEncodeError" not in proc.stderr
+    report = json.loads(js.read_text(encoding="utf-8"))
+    messages = [i["message"] for f in report["files"] for i in f["issues"] if i["code"] == "encoding"]
+    assert len(messages) == 1 and "lone surrogate" in messages[0], report
+    assert {"kernel": "$.kernels.", "key": "(a key)", "metadata": "$.metadata.display_name"}[where] in messages[0]
+    assert "lone surrogate" in md.read_text(encoding="utf-8")
+
+
+def test_validate_names_the_kernels_that_need_the_hub(tmp_path):
+    """Level-4 kernels (transformers + a hub download) pass validation, each with a note that Modal cannot run it."""
+    from kernelbench.problems import load_problems
+    from kernelbench.solutions import submission_kernels
+
+    builtin = load_problems("builtin")
+    kernels = dict(submission_kernels("triton"))
+    l4_source = next(iter(kernels.values()))  # any valid ModelNew: validation does not run it
+    kernels["level_4_problem_2_sample_0"] = l4_source
+    path = F.write_submission(tmp_path / "with_l4.json", F.submission_dict(kernels=kernels))
+    report = validate_file(path, builtin, use_guard=False)
+    notes = [i for i in report.issues if i.code == "needs-hub"]
+    assert [i.key for i in notes] == ["level_4_problem_2_sample_0"]
+    assert notes[0].severity == "info" and "transformers" in notes[0].message and "Modal" in notes[0].message
+    assert "needs-hub" not in codes(report)  # not an error
+
+
+def test_cli_validate_prints_which_kernels_need_the_hub(tmp_path):
+    from kernelbench.solutions import submission_kernels
+
+    kernels = dict(submission_kernels("triton"))
+    kernels["level_4_problem_1_sample_0"] = next(iter(kernels.values()))
+    path = F.write_submission(tmp_path / "l4.json", F.submission_dict(kernels=kernels))
+    proc = _cli("validate", str(path), "--no-guard", "--source", "builtin")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "[needs-hub]" in ln]
+    assert "level_4_problem_1_sample_0" in line and "Hugging Face hub" in line

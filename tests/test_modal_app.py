@@ -27,7 +27,7 @@ modal = pytest.importorskip("modal")
 REPO = Path(__file__).resolve().parent.parent
 HAVE_EVALUATOR = importlib.util.find_spec("kernelbench.evaluation.parent") is not None
 
-ARCH = {"H100": "9.0", "A100-80GB": "8.0", "L40S": "8.9", "B200": "10.0"}
+ARCH = {"H100": "9.0a", "A100-80GB": "8.0", "L40S": "8.9", "B200": "10.0a"}  # a: wgmma / tcgen05 usable
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +76,14 @@ def test_image_recipe_targets_its_gpu_and_pins_the_tested_stack(gpu):
     pins = recipe.pinned()
     assert pins["torch"] == "2.11.0+cu130"
     assert pins["triton"] == "3.6.0"
+    assert "nvidia-cutlass-dsl[cu13]" in pins  # the CUTLASS Python DSL, built for the image's CUDA 13
     torch_step = next(step for step in recipe.pip_steps if any(p.startswith("torch==") for p in step[0]))
     assert torch_step[1] == "https://download.pytorch.org/whl/cu130"
     assert recipe.env["KERNELBENCH_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
     assert recipe.env["TRITON_CACHE_DIR"].startswith(versions.CACHE_MOUNT + "/")
     steps = recipe.steps()
     assert steps[0][0] == "from_registry"
-    assert steps[-1] == ("add_local_python_source", ("kernelbench", "modal_app"))  # source last
+    assert steps[-1][0] == "add_local_python_source" and steps[-1][1][0] == ("kernelbench", "modal_app")  # source last
     assert [kind for kind, _ in steps].count("add_local_python_source") == 1
 
 
@@ -117,8 +118,16 @@ def test_build_image_gives_a_lazy_modal_image():
     assert isinstance(image, modal.Image)
 
 
-def test_runner_for_binds_the_app_functions_without_a_token_lookup(app_module):
+def test_runner_for_binds_the_app_functions_without_a_token_lookup(app_module, capsys):
+    from modal_app.commands import check_job
+
     r = app_module.runner_for("a100_80gb")
+    # `modal run` entry points show the estimate before dispatching (checked without sending anything).
+    r.dry_run = True
+    with pytest.raises(Exception, match="dry run"):
+        r.run([check_job()], progress=False)
+    assert "1 kernel(s) on Modal A100-80GB" in capsys.readouterr().err
+    r.dry_run = False
     assert isinstance(r, ModalRunner) and r.gpu == "A100-80GB" and r.label == "modal:A100-80GB"
     assert r._function is app_module.evaluate_a100_80gb
     assert r._baselines_function is app_module.baselines_a100_80gb
@@ -132,6 +141,7 @@ ENTRY_OPTIONS = {
                      "--timing / --no-timing"],
     "baselines": ["--gpu", "--levels", "--modes", "--source", "--output", "--resume / --no-resume"],
     "eval_submission": ["--submission", "--gpu", "--runs-dir", "--results-dir", "--entry", "--source"],
+    "check": ["--gpu", "--backend", "--verbose"],
 }
 
 
@@ -196,3 +206,69 @@ def test_gpu_function_body_gives_the_local_runners_verdict(app_module, tmp_path,
     assert remote.environment.device == local.environment.device
     assert remote.guard_findings == local.guard_findings
     assert (kind == "correct") == remote.correct
+
+
+@pytest.mark.parametrize("gpu", MODAL_GPUS)
+def test_modal_gpu_table_agrees_with_the_hardware_table(gpu):
+    """The build target is the chip's compute capability; the price is set; baselines share the local file."""
+    from kernelbench.baselines import baseline_path_for_gpu
+    from kernelbench.hardware import get_gpu_spec
+    from modal_app import versions
+
+    spec = versions.GPUS[gpu]
+    hw = get_gpu_spec(gpu)
+    assert spec.cuda_arch.rstrip("a") == hw.compute_capability
+    # Hopper and Blackwell have arch-specific instructions (wgmma, tcgen05) only under sm_90a / sm_100a.
+    assert spec.cuda_arch.endswith("a") == (hw.compute_capability in ("9.0", "10.0"))
+    assert spec.usd_per_hour > 0
+    # The Modal run writes the file a local run on the same chip writes and analyze/aggregate read.
+    assert baseline_path_for_gpu(gpu) == baseline_path_for_gpu(hw.full_name) == baseline_path_for_gpu(spec.baseline_stem)
+
+
+def test_a100_80gb_on_modal_and_locally_use_one_baseline_file(tmp_path):
+    from kernelbench.baselines import baseline_path_for_gpu
+
+    local = baseline_path_for_gpu("NVIDIA A100-SXM4-80GB", tmp_path)
+    assert baseline_path_for_gpu("A100-80GB", tmp_path) == local == tmp_path / "A100.json"
+    assert baseline_path_for_gpu("A100", tmp_path) == local
+
+
+def _check_result_in_process(app_module, device: str):
+    import dataclasses
+
+    from modal_app.commands import check_job
+
+    job = check_job("triton")
+    if device == "cpu":
+        job = dataclasses.replace(job, problem=job.problem.at_reduced_size(),
+                                  settings=dataclasses.replace(job.settings, measure_timing=False, correctness_trials=2))
+    _, result = result_from_wire(app_module.evaluate_h100.local(job_to_wire(job, 0)))
+    return result
+
+
+@pytest.mark.slow
+def test_modal_check_reports_item_by_item_what_a_run_proves(app_module, monkeypatch):
+    """On the CPU the worked solution compiles and is correct, but nothing is timed on a GPU: the check says so."""
+    from kernelbench.runners.modal_runner import remote_failure
+    from modal_app.commands import check_job, check_report, check_text
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    result = _check_result_in_process(app_module, "cpu")
+    items = {i.what: i for i in check_report(result, "L40S")}
+    assert items["image built, GPU function scheduled, result returned"].ok
+    assert items["worked solution compiled"].ok and items["worked solution passed its correctness trials"].ok
+    assert not items["ran on a L40S GPU"].ok and not items["candidate and reference timed"].ok
+    assert "some of it does not work" in check_text(list(items.values()))
+
+    lost = remote_failure(check_job(), "container exited with code 137", "modal:L40S")
+    (only,) = check_report(lost, "L40S")
+    assert not only.ok and "137" in only.detail
+
+
+@pytest.mark.gpu
+def test_modal_check_passes_on_a_gpu(app_module):
+    from modal_app.commands import check_report, check_text
+
+    result = _check_result_in_process(app_module, "cuda")
+    items = check_report(result, "H100")
+    assert all(i.ok for i in items), check_text(items)

@@ -439,14 +439,30 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
     assert again.calls == [] and ev2.n_reused == 2
 
 
-def test_problems_needing_extra_packages_are_refused_before_anything_is_sent(problems):
+def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_evaluated(problems):
+    """A level-4 style problem (extra packages, hub download) is not sent; the other kernels are."""
     import dataclasses
 
-    p = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    from kernelbench.runners.modal_runner import NOT_RUNNABLE_TYPE
+
+    hub = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    jobs = [job(problems, 2), EvalJob(problem=hub, candidate_source=GOOD[1], settings=SETTINGS), job(problems, 3)]
     fn = InProcessFunction(echo_body)
-    with pytest.raises(KernelBenchError, match="needs transformers.*local GPU"):
-        runner_with(fn).run([EvalJob(problem=p, candidate_source=GOOD[1], settings=SETTINGS)], progress=False)
-    assert fn.calls == []
+    estimates = []
+    delivered: dict[int, KernelResult] = {}
+    results = ModalRunner(gpu="H100", function=fn, confirm=lambda est: estimates.append(est.n_jobs) or True).run(
+        jobs, on_result=lambda i, r: delivered.__setitem__(i, r), progress=False)
+    assert [r.key for r in results] == [j.key for j in jobs] and sorted(delivered) == [0, 1, 2]
+    assert len(fn.calls) == 2 and estimates == [2]  # only the runnable kernels are sent and priced
+    blocked = results[1]
+    assert blocked.error.type == NOT_RUNNABLE_TYPE and blocked.error.stage == Stage.LOAD
+    assert "needs transformers" in blocked.error.message and "local GPU" in blocked.error.message
+    assert not is_remote_failure(blocked)  # a verdict for this runner, not an infrastructure failure to retry
+    assert results[0].error is None or results[0].error.type != NOT_RUNNABLE_TYPE
+
+    only_hub = InProcessFunction(echo_body)
+    (r,) = runner_with(only_hub).run([jobs[1]], progress=False)
+    assert only_hub.calls == [] and r.error.type == NOT_RUNNABLE_TYPE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,3 +517,135 @@ def test_baselines_are_measured_remotely_written_as_they_arrive_and_resumed(prob
     again = InProcessFunction(baselines_h100.local)
     run2 = measure_baselines(subset, ["eager"], settings, runner_with(again), out, progress=False)
     assert again.calls == [] and run2.n_reused == 2 and run2.n_measured == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost control: estimate before dispatch, dry run, confirmation, container cap, cost cap
+
+
+def timed_echo_body(wall_time_s: float) -> Callable[[dict], dict]:
+    """``echo_body`` whose result says the container worked ``wall_time_s`` seconds (what spend is counted from)."""
+    def body(payload: dict) -> dict:
+        out = echo_body(payload)
+        out["result"]["wall_time_s"] = wall_time_s
+        return out
+    return body
+
+
+def test_cost_estimate_grows_with_the_work_and_uses_the_dated_price(problems):
+    from kernelbench.runners.modal_cost import estimate_jobs, seconds_per_job
+    from modal_app import versions
+
+    light = EvalSettings(backend="torch", correctness_trials=1, measure_timing=False)
+    heavy = EvalSettings(backend="cuda", correctness_trials=5, measure_timing=True, timing_budget_s=2.0)
+    assert seconds_per_job(heavy) > seconds_per_job(light) > 0
+    jobs = [job(problems, 1), job(problems, 2), job(problems, 3)]
+    est = estimate_jobs(jobs, "A100-80GB")
+    assert est.n_jobs == 3 and est.usd_per_hour == versions.GPUS["A100-80GB"].usd_per_hour
+    assert est.gpu_hours == pytest.approx(3 * seconds_per_job(SETTINGS) / 3600)
+    assert est.usd == pytest.approx(est.gpu_hours * est.usd_per_hour)
+    text = est.describe()
+    assert "3 kernel(s)" in text and "A100-80GB" in text and versions.PRICES_DATE in text and "$" in text
+
+
+def test_dry_run_and_a_declined_confirmation_dispatch_nothing(problems):
+    from kernelbench.runners.modal_cost import DispatchDeclined
+
+    jobs = [job(problems, 1), job(problems, 2)]
+    for kwargs in ({"dry_run": True}, {"confirm": lambda est: False}):
+        fn = InProcessFunction(echo_body)
+        seen: list = []
+        runner = ModalRunner(gpu="H100", function=fn, **kwargs)
+        with pytest.raises(DispatchDeclined) as info:
+            runner.run(jobs, on_result=lambda i, r, seen=seen: seen.append(i), progress=False)
+        assert fn.calls == [] and seen == []
+        assert info.value.dry_run == bool(kwargs.get("dry_run"))
+        assert runner.last_estimate.n_jobs == 2
+
+
+def test_confirmation_sees_the_estimate_before_dispatch(problems):
+    fn = InProcessFunction(echo_body)
+    shown = []
+
+    def confirm(est):
+        shown.append((est.n_jobs, est.gpu, len(fn.calls)))
+        return True
+
+    ModalRunner(gpu="L40S", function=fn, confirm=confirm).run([job(problems, 1), job(problems, 3)], progress=False)
+    assert shown == [(2, "L40S", 0)] and len(fn.calls) == 2
+
+
+def test_max_containers_is_passed_to_modal():
+    class WithOptions(InProcessFunction):
+        def with_options(self, **options):
+            self.options = options
+            return self
+
+    fn = WithOptions(echo_body)
+    runner = ModalRunner(gpu="H100", function=fn, max_containers=3)
+    assert runner._limited(fn) is fn and fn.options == {"max_containers": 3}
+    with pytest.raises(KernelBenchError, match="max-containers"):
+        ModalRunner(gpu="H100", function=fn, max_containers=0)
+    with pytest.raises(KernelBenchError, match="max-cost"):
+        ModalRunner(gpu="H100", function=fn, max_cost_usd=-1)
+
+
+def test_max_cost_stops_dispatching_once_the_spend_would_pass_it(problems):
+    from kernelbench.runners.modal_cost import DispatchDeclined, estimate_jobs
+
+    jobs = [job(problems, 1, sample_id=s) for s in range(5)]
+    per_two = estimate_jobs(jobs[:2], "H100").usd
+    fn = InProcessFunction(timed_echo_body(600.0))
+    delivered: list[int] = []
+    runner = ModalRunner(gpu="H100", function=fn, max_containers=2, max_cost_usd=per_two + 0.01)
+    with pytest.raises(DispatchDeclined, match=r"2 of 5 kernels"):
+        runner.run(jobs, on_result=lambda i, r: delivered.append(i), progress=False)
+    assert len(fn.calls) == 2 and delivered == [0, 1]  # the first batch ran and was delivered, then it stopped
+
+    # A cap above the whole estimate lets everything through, batch by batch, indices intact.
+    fn = InProcessFunction(timed_echo_body(1.0))
+    got: list[int] = []
+    results = ModalRunner(gpu="H100", function=fn, max_containers=2, max_cost_usd=1000.0).run(
+        jobs, on_result=lambda i, r: got.append(i), progress=False)
+    assert sorted(got) == [0, 1, 2, 3, 4] and [r.key for r in results] == [j.key for j in jobs]
+
+
+def test_max_cost_below_one_kernel_refuses_before_dispatch(problems):
+    from kernelbench.runners.modal_cost import DispatchDeclined
+
+    fn = InProcessFunction(echo_body)
+    with pytest.raises(DispatchDeclined, match="above --max-cost"):
+        ModalRunner(gpu="H100", function=fn, max_cost_usd=0.0001).run([job(problems, 1)], progress=False)
+    assert fn.calls == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "--level", "1", "--problem-id", "8", "--kernel", "{kernel}", "--runner", "modal", "--gpu", "A100-80GB"],
+    ["evaluate-run", "--run-dir", "{run}", "--source", "builtin", "--runner", "modal", "--gpu", "A100-80GB"],
+])
+def test_cli_dry_run_prints_the_estimate_and_sends_nothing_and_scripts_must_say_yes(tmp_path, argv):
+    """No token is needed for a dry run; without a terminal only --yes dispatches (CI passes it)."""
+    from kernelbench.runs import RunDirectory
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text(GOOD[1])
+    RunDirectory(tmp_path / "run", level=1).write_kernel(1, 8, 0, GOOD[1])
+    args = [a.format(kernel=kernel, run=tmp_path / "run") for a in argv]
+
+    def cli(*extra: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args, *extra], cwd=tmp_path, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+    dry = cli("--dry-run", env=_no_token_env(tmp_path))
+    assert dry.returncode == 0, dry.stderr
+    assert "1 kernel(s) on Modal A100-80GB" in dry.stderr and "GPU-hours" in dry.stderr and "$" in dry.stderr
+    assert "dry run, nothing dispatched" in dry.stderr and "Traceback" not in dry.stderr
+    assert not (tmp_path / "run" / "eval_results.json").exists()
+
+    # A (fake) token gets past the token check; with stdin not a terminal and no --yes, nothing is sent.
+    env = _no_token_env(tmp_path)
+    env.update(MODAL_TOKEN_ID="ak-fake", MODAL_TOKEN_SECRET="as-fake")
+    refused = cli(env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert "pass --yes" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "run" / "eval_results.json").exists()

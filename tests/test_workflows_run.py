@@ -183,6 +183,8 @@ def make_sample(tmp: Path) -> Sample:
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / ".github", origin / ".github")
     (origin / "leaderboard").mkdir()
+    # the comment job renders the validation report with the base branch's own renderer
+    shutil.copy(ROOT / "leaderboard" / "markdown.py", origin / "leaderboard" / "markdown.py")
     (origin / "leaderboard" / "exclusions.json").write_text('{"exclusions": []}\n')
     (origin / "submissions").mkdir()
     (origin / "submissions" / "README.md").write_text("# Submissions\n")
@@ -284,7 +286,7 @@ def test_validate_and_comment_on_a_good_pull_request(runs):
     assert "late.json" not in v.step("changed").log  # landed on main after the branch: not this PR's
     assert "✅ KernelBench submission check passed" in v.summary and "sample.json" in v.summary
     report = runs.store / "validate-report"
-    assert json.loads((report / "pr.json").read_text()) == {"pr": 1, "head_sha": runs.sample.heads[1]}
+    assert json.loads((report / "pr.json").read_text()) == {"pr": 1, "head_sha": runs.sample.heads[1], "n_deleted": 0}
     assert json.loads((report / "validate.json").read_text())["passed"] is True
 
     assert c.status == "success", c.log

@@ -195,7 +195,7 @@ def test_fetch_and_validate_subcommands(repo, tmp_path, monkeypatch, capsys):
                         "submissions/new.json": True, "submissions/old.json": True}
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "1 submission file(s) removed" in md and f"commit `{head[:12]}`" in md
-    assert json.loads((tmp_path / "rep" / "pr.json").read_text()) == {"pr": 8, "head_sha": head}
+    assert json.loads((tmp_path / "rep" / "pr.json").read_text()) == {"pr": 8, "head_sha": head, "n_deleted": 1}
 
     (tmp_path / "empty.txt").write_text("")
     assert kb_ci.main(["validate", "--files-from", str(tmp_path / "empty.txt"), "--report-dir",
@@ -293,3 +293,37 @@ def test_every_subcommand_has_help(sub, capsys):
     with pytest.raises(SystemExit) as e:
         kb_ci.main([sub, "--help"])
     assert e.value.code == 0 and f"kb_ci.py {sub}" in capsys.readouterr().out
+
+
+def test_validation_comment_is_rendered_by_base_code_from_the_json_report(tmp_path):
+    """The comment job posts Markdown it renders itself from validate.json, on a bare Python (-I -S).
+
+    A report.md beside it (the pull request's code could have written it) is never posted, the
+    totals in the JSON are recomputed from its issues, and every string from it is escaped.
+    """
+    from leaderboard.markdown import render_markdown
+
+    report = {"problem_source": "builtin", "passed": True,  # a lie: the issues below say otherwise
+              "files": [{"path": "submissions/x.json", "display_name": "@everyone <img src=x> **bold**",
+                         "n_kernels": 1, "n_errors": 0, "passed": True, "guard_available": True,
+                         "issues": [{"severity": "error", "code": "syntax", "message": "not valid Python <script>",
+                                     "key": "level_1_problem_1_sample_0"}]}]}
+    (tmp_path / "validate.json").write_text(json.dumps(report))
+    (tmp_path / "report.md").write_text("## ✅ FORK TEXT: all good\n")
+    env = {"PATH": os.environ.get("PATH", ""), "KB_COMMENT_SINK": f"file:{tmp_path}/c.json"}
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "ci" / "kb_ci.py"), "post-comment",
+                           "--marker", "validate", "--pr", "3", "--report-json", str(tmp_path / "validate.json")],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (c,) = FileCommentSink(tmp_path / "c.json").list_comments(3)
+    assert "FORK TEXT" not in c.body
+    assert c.body.startswith("<!-- kernelbench:validate -->\n## ❌ KernelBench submission check failed with 1 error")
+    assert render_markdown(report).rstrip() in c.body
+    assert "<img" not in c.body and "<script>" not in c.body and "@everyone" not in c.body  # escaped
+
+    (tmp_path / "validate.json").write_text("[1, 2")  # not a report: a clear error, nothing posted
+    bad = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "ci" / "kb_ci.py"), "post-comment",
+                          "--marker", "validate", "--pr", "4", "--report-json", str(tmp_path / "validate.json")],
+                         capture_output=True, text=True, env=env, check=False)
+    assert bad.returncode != 0 and "not a JSON validation report" in bad.stderr and "Traceback" not in bad.stderr
+    assert FileCommentSink(tmp_path / "c.json").list_comments(4) == []

@@ -289,3 +289,32 @@ def test_actions_are_pinned_to_the_shas_listed_in_one_place():
             assert rest.strip() == f"# {pins[action]['major']}", f"{where}: version comment {rest.strip()!r}"
             used.add(action)
     assert used == set(pins), f"pinned but unused: {set(pins) - used}"
+
+
+def test_modal_dispatch_in_ci_confirms_the_cost_explicitly(wf):
+    """Without a terminal the CLI dispatches to Modal only with --yes; CI says it, so the estimate is logged."""
+    found = 0
+    for _name, _job_id, job in jobs(wf):
+        for step in steps(job):
+            for line in re.findall(r"kernelbench leaderboard evaluate[^\n]*", step.get("run", "")):
+                found += 1
+                assert "--yes" in line, line
+    assert found, "no workflow evaluates on Modal"
+
+
+def test_the_modal_token_lives_in_a_reviewed_environment(wf):
+    """Only a job bound to the GitHub Environment (whose required reviewers approve each run) names the token."""
+    holders = [(name, job_id, job) for name, job_id, job in jobs(wf)
+               if any(s.startswith("MODAL_") for s in secret_refs(job))]
+    assert holders, "no job uses the Modal token"
+    for name, job_id, job in holders:
+        env = job.get("environment")
+        env_name = env.get("name") if isinstance(env, dict) else env
+        assert env_name == "modal-evaluation", f"{name}.{job_id} holds the Modal token outside the environment"
+
+
+def test_the_pull_request_comment_is_never_markdown_the_validate_run_wrote(wf):
+    """comment.yml renders from validate.json with the base branch's code; it never posts report.md."""
+    run = " ".join(s.get("run", "") for s in steps(wf["comment"]["jobs"]["comment"]))
+    assert "--report-json" in run and "validate.json" in run
+    assert "report.md" not in run and "--body" not in run

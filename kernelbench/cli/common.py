@@ -65,6 +65,46 @@ def add_runner_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runner", choices=["local", "modal"], default="local",
                    help="local: this machine's GPUs (or CPU); modal: Modal cloud GPUs (needs a Modal token)")
     g.add_argument("--gpu", default="H100", help="GPU type for --runner modal: H100, A100-80GB, L40S, B200")
+    c = p.add_argument_group("cost control (--runner modal; the estimate is printed before anything is sent)")
+    c.add_argument("--max-containers", type=positive_int, default=None,
+                   help="at most this many Modal containers (GPUs) at once")
+    # Commands that also call an LLM already have --max-cost (the LLM's spend); there the GPU cap is
+    # --max-gpu-cost, so neither can be mistaken for the other.
+    cost_flag = "--max-gpu-cost" if "--max-cost" in p._option_string_actions else "--max-cost"
+    c.add_argument(cost_flag, dest="max_gpu_cost", type=float, default=None, metavar="USD",
+                   help="Modal: stop dispatching before the estimated GPU spend passes this many dollars")
+    c.add_argument("--dry-run", action="store_true", help="print the kernel count, GPU and cost estimate; send nothing")
+    c.add_argument("--yes", action="store_true",
+                   help="dispatch without asking (required when stdin is not a terminal, e.g. in CI)")
+
+
+def confirm_estimate(assume_yes: bool, dry_run: bool = False):
+    """The confirmation a CLI gives the Modal runner: print the estimate, then ask on a terminal.
+
+    Without a terminal to ask on, only ``--yes`` dispatches: a script or CI job never spends money
+    it was not told to spend.
+    """
+    from kernelbench.errors import KernelBenchError
+
+    def confirm(estimate) -> bool:
+        print(f"Modal: {estimate.describe()}", file=sys.stderr, flush=True)
+        if assume_yes or dry_run:
+            return True
+        if not sys.stdin.isatty():
+            raise KernelBenchError("not dispatched: stdin is not a terminal, so nobody can confirm the cost "
+                                   "above; pass --yes to dispatch (or --dry-run to see the estimate only)")
+        answer = input("dispatch? [y/N] ").strip().lower()
+        return answer in ("y", "yes")
+
+    return confirm
+
+
+def runner_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments for ``get_runner`` from the cost-control flags (none for the local runner)."""
+    if getattr(args, "runner", "local") != "modal":
+        return {}
+    return {"max_containers": args.max_containers, "max_cost_usd": args.max_gpu_cost, "dry_run": args.dry_run,
+            "confirm": confirm_estimate(args.yes, args.dry_run)}
 
 
 def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:

@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             print(warning, file=sys.stderr, flush=True)
     job = EvalJob(problem=problem, candidate_source=source, settings=settings)
-    runner = get_runner(args.runner, gpu=args.gpu)
+    from kernelbench.cli.common import runner_options
+
+    runner = get_runner(args.runner, gpu=args.gpu, **runner_options(args))
     print(f"evaluating {path} on level {problem.level} problem {problem.problem_id} ({problem.name})"
           + (" at reduced size" if problem.reduced_size else ""), file=sys.stderr, flush=True)
     with _Heartbeat() as beat:

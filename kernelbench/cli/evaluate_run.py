@@ -59,7 +59,9 @@ def make_runner(args: argparse.Namespace) -> Runner:
     from kernelbench.runners import get_runner
 
     devices = [f"cuda:{i}" for i in range(args.num_gpus)] if args.num_gpus and args.runner == "local" else None
-    return get_runner(args.runner, gpu=args.gpu, devices=devices)
+    from kernelbench.cli.common import runner_options
+
+    return get_runner(args.runner, gpu=args.gpu, devices=devices, **runner_options(args))
 
 
 def print_evaluation_summary(summary: EvaluationSummary, run_dir: Path) -> None:

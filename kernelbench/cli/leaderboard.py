@@ -117,7 +117,7 @@ def _validate(args: argparse.Namespace) -> int:
     if not args.quiet:
         for f in report.files:
             for i in f.issues:
-                if i.severity == "info" or i.code == "missing-problems":
+                if (i.severity == "info" and i.code != "needs-hub") or i.code == "missing-problems":
                     continue
                 where = f" {i.key}" if i.key else ""
                 line = f" line {i.line}" if i.line else ""
@@ -154,14 +154,14 @@ def _to_run(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from kernelbench.cli.common import eval_settings_from_args
+    from kernelbench.cli.common import eval_settings_from_args, runner_options
     from leaderboard.evaluate import evaluate_submission
 
     problems = _board_problems(args)
     settings = eval_settings_from_args(args)
     ev = evaluate_submission(args.submission, problems, settings, runs_dir=args.runs_dir,
                              results_dir=args.results_dir, runner_name=args.runner, gpu=args.gpu,
-                             entry=args.entry, progress=True)
+                             entry=args.entry, progress=True, runner_options=runner_options(args))
     verdicts: dict[str, int] = {}
     for r in ev.results:
         verdicts[r.verdict()] = verdicts.get(r.verdict(), 0) + 1

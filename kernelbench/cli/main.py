@@ -14,7 +14,7 @@ import os
 import sys
 
 from kernelbench import __version__
-from kernelbench.errors import KernelBenchError
+from kernelbench.errors import DispatchDeclined, KernelBenchError
 
 # (verb, module). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command is None else 2
     try:
         return int(args.func(args) or 0)
+    except DispatchDeclined as e:  # --dry-run is a success; a declined or capped dispatch is not
+        print(f"{'' if e.dry_run else 'error: '}{e}", file=sys.stderr)
+        return 0 if e.dry_run else 2
     except KernelBenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -179,15 +179,37 @@ def result_from_wire(data: Any) -> tuple[int, KernelResult]:
         raise WireFormatError(f"malformed result payload: {e}") from None
 
 
+#: Error type of a result for a kernel whose problem cannot run on Modal (level 4: packages and
+#: model downloads the GPU image and its network-less functions do not have).
+NOT_RUNNABLE_TYPE = "NotRunnableOnModal"
+
+
+def modal_blocker(problem: Problem) -> str | None:
+    """Why ``problem`` cannot run in the Modal GPU functions, or None if it can."""
+    if problem.requirements:
+        return (f"level {problem.level} problem {problem.problem_id} ({problem.name}) needs "
+                f"{', '.join(problem.requirements)} and downloads its model from the Hugging Face hub; the Modal "
+                "image does not install them and GPU functions have no network: evaluate it on a local GPU "
+                "(--runner local)")
+    return None
+
+
 def check_runnable_on_modal(problems: Iterable[Problem]) -> None:
     """Refuse, before anything is sent, problems that need packages or network the image lacks."""
     for p in problems:
-        if p.requirements:
-            raise KernelBenchError(
-                f"level {p.level} problem {p.problem_id} ({p.name}) needs {', '.join(p.requirements)}, which the "
-                "Modal image does not install (and GPU functions have no network to fetch models): "
-                "evaluate it on a local GPU"
-            )
+        reason = modal_blocker(p)
+        if reason:
+            raise KernelBenchError(reason)
+
+
+def not_runnable_result(job: EvalJob, message: str, runner: str) -> KernelResult:
+    """The per-kernel result for a job this runner cannot run: failed at load, nothing was sent."""
+    p = job.problem
+    return KernelResult(
+        level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
+        sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
+        error=StageError.make(Stage.LOAD, NOT_RUNNABLE_TYPE, message), runner=runner,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,14 +254,30 @@ class ModalRunner:
     name = "modal"
 
     def __init__(self, gpu: str = "H100", function: Any = None, app_name: str = APP_NAME,
-                 baselines_function: Any = None, devices: Sequence[str] | None = None):
+                 baselines_function: Any = None, devices: Sequence[str] | None = None,
+                 max_containers: int | None = None, max_cost_usd: float | None = None,
+                 confirm: Callable[[Any], bool] | None = None, dry_run: bool = False):
+        """``confirm(estimate)`` sees the :class:`~kernelbench.runners.modal_cost.CostEstimate` before
+        anything is dispatched and returns False to send nothing; ``dry_run`` sends nothing after it.
+        ``max_containers`` caps Modal's parallelism; ``max_cost_usd`` dispatches in batches and stops
+        before the batch whose estimate would take the spend (measured so far) past the cap."""
         self.gpu = canonical_gpu(gpu)
         self.app_name = app_name
         self._function = function
         self._baselines_function = baselines_function
+        if max_containers is not None and max_containers < 1:
+            raise KernelBenchError("--max-containers must be at least 1")
+        if max_cost_usd is not None and max_cost_usd <= 0:
+            raise KernelBenchError("--max-cost must be a positive number of dollars")
+        self.max_containers = max_containers
+        self.max_cost_usd = max_cost_usd
+        self.confirm = confirm
+        self.dry_run = dry_run
+        #: The estimate of the last dispatch (or dry run), for callers that report it.
+        self.last_estimate: Any = None
         if devices:
             log.warning("--device/devices is ignored with the Modal runner: each container has one GPU")
-        if function is None:  # fail at once, before any work, not when the first job is sent
+        if function is None and not dry_run:  # fail at once, before any work; a dry run needs no token
             require_modal_token()
 
     @property
@@ -283,13 +321,93 @@ class ModalRunner:
         ``RemoteError`` rather than disappearing. If the map itself breaks off, the results
         delivered so far have been passed to ``on_result`` and a KernelBenchError says how many.
         """
-        jobs = list(jobs)
-        if not jobs:
+        all_jobs = list(jobs)
+        if not all_jobs:
             return []
-        check_runnable_on_modal(job.problem for job in jobs)
-        payloads = [job_to_wire(job, i) for i, job in enumerate(jobs)]
-        with self._resolve("evaluate", self._function) as fn:
-            return self._map(fn, jobs, payloads, on_result, progress)
+        # Kernels whose problem cannot run here get their own failed result; the rest are evaluated.
+        out: list[KernelResult | None] = [None] * len(all_jobs)
+        runnable: list[int] = []
+        for i, job in enumerate(all_jobs):
+            reason = modal_blocker(job.problem)
+            if reason is None:
+                runnable.append(i)
+        if len(runnable) < len(all_jobs):
+            log.warning("%d kernel(s) cannot run on Modal and get a not-runnable result",
+                        len(all_jobs) - len(runnable))
+        jobs = [all_jobs[i] for i in runnable]
+        if jobs:
+            self._approve(jobs)
+
+        def deliver(k: int, result: KernelResult) -> None:
+            out[runnable[k]] = result
+            if on_result is not None:
+                on_result(runnable[k], result)
+
+        for i, job in enumerate(all_jobs):
+            if i not in set(runnable):
+                out[i] = not_runnable_result(job, modal_blocker(job.problem) or "", self.label)
+                if on_result is not None:
+                    on_result(i, out[i])
+        if jobs:
+            payloads = [job_to_wire(job, k) for k, job in enumerate(jobs)]
+            with self._resolve("evaluate", self._function) as fn:
+                fn = self._limited(fn)
+                if self.max_cost_usd is None:
+                    self._map(fn, jobs, payloads, deliver, progress)
+                else:
+                    self._map_within_budget(fn, jobs, payloads, deliver, progress)
+        return [r for r in out if r is not None]
+
+    # -- cost control -------------------------------------------------------------------------
+    def _approve(self, jobs: list[EvalJob]) -> None:
+        from kernelbench.runners.modal_cost import DispatchDeclined, estimate_jobs
+
+        est = estimate_jobs(jobs, self.gpu)
+        self.last_estimate = est
+        log.info("Modal dispatch: %s", est.describe())
+        if self.confirm is not None and not self.confirm(est):
+            raise DispatchDeclined("nothing dispatched: the estimate was not confirmed")
+        if self.dry_run:
+            raise DispatchDeclined(f"dry run, nothing dispatched: {est.describe()}", dry_run=True)
+        if self.max_cost_usd is not None and est.usd / max(1, est.n_jobs) > self.max_cost_usd:
+            raise DispatchDeclined(f"nothing dispatched: one kernel is estimated at "
+                                   f"${est.usd / est.n_jobs:.2f}, above --max-cost ${self.max_cost_usd:.2f}")
+
+    def _limited(self, fn: Any) -> Any:
+        if self.max_containers is not None and hasattr(fn, "with_options"):
+            return fn.with_options(max_containers=self.max_containers)
+        return fn
+
+    def _map_within_budget(self, fn: Any, jobs: list[EvalJob], payloads: list[dict],
+                           on_result: ResultCallback | None, progress: bool) -> list[KernelResult]:
+        """Dispatch in batches; before each, stop if spent + its estimate would pass the cap."""
+        from kernelbench.runners.modal_cost import (
+            DispatchDeclined,
+            batches,
+            estimate_jobs,
+            spent_usd,
+        )
+
+        cap = float(self.max_cost_usd)  # type: ignore[arg-type]
+        price = self.last_estimate.usd_per_hour
+        results: list[KernelResult] = []
+        for batch in batches(len(jobs), self.max_containers or 8):
+            spent = spent_usd((r.wall_time_s for r in results), price)
+            next_cost = estimate_jobs([jobs[i] for i in batch], self.gpu).usd
+            if spent + next_cost > cap:
+                raise DispatchDeclined(
+                    f"--max-cost ${cap:.2f} reached: {len(results)} of {len(jobs)} kernels evaluated for about "
+                    f"${spent:.2f}, the next {len(batch)} are estimated at ${next_cost:.2f}; results so far are "
+                    "kept, run again (with a higher cap) to resume")
+            sub_jobs = [jobs[i] for i in batch]
+            sub_payloads = [dict(payloads[i], index=k) for k, i in enumerate(batch)]
+
+            def deliver(k: int, result: KernelResult, _batch: range = batch) -> None:
+                if on_result is not None:
+                    on_result(_batch[k], result)
+
+            results.extend(self._map(fn, sub_jobs, sub_payloads, deliver, progress))
+        return results
 
     def _map(self, fn: Any, jobs: list[EvalJob], payloads: list[dict], on_result: ResultCallback | None,
              progress: bool) -> list[KernelResult]:

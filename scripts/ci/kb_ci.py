@@ -118,9 +118,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.manifest:  # keep what was read from which commit beside the report
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     if pr is not None:
-        (out / "pr.json").write_text(json.dumps({"pr": pr, "head_sha": head_sha}) + "\n", encoding="utf-8")
+        (out / "pr.json").write_text(json.dumps({"pr": pr, "head_sha": head_sha, "n_deleted": n_deleted}) + "\n",
+                                     encoding="utf-8")
 
     if not paths:
+        (out / "validate.json").write_text(ValidationReport(problem_source="-").to_json(), encoding="utf-8")
         (out / "report.md").write_text(no_submissions_comment(ctx, n_deleted), encoding="utf-8")
         print("no submission file added or changed: nothing to validate")
         return 0
@@ -187,9 +189,52 @@ def _read_capped(path: Path) -> str:
     return text + ("\n\n… (cut)" if len(raw) > MAX_BODY_BYTES else "")
 
 
+MAX_REPORT_JSON_BYTES = 20 * 1024 * 1024
+
+
+def _load_report_markdown():
+    """``leaderboard/markdown.py`` of this (base-branch) checkout, loaded by path: it needs only the
+    standard library, so the comment job renders without installing the project."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "leaderboard" / "markdown.py"
+    if not path.is_file():
+        raise CIError(f"{path} is missing: run from a checkout of the repository")
+    spec = importlib.util.spec_from_file_location("kb_report_markdown", path)
+    if spec is None or spec.loader is None:
+        raise CIError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def validation_body_from_json(report_json: Path, ctx: RunContext, n_deleted: int) -> str:
+    """The validation comment rendered by this checkout's code from ``validate.json`` (untrusted data)."""
+    try:
+        with open(report_json, "rb") as f:
+            raw = f.read(MAX_REPORT_JSON_BYTES + 1)
+    except OSError as e:
+        raise CIError(f"{report_json}: cannot read the validation report: {e}") from None
+    if len(raw) > MAX_REPORT_JSON_BYTES:
+        raise CIError(f"{report_json}: over {MAX_REPORT_JSON_BYTES} bytes; not a report this project writes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CIError(f"{report_json}: not a JSON validation report: {e}") from None
+    if not isinstance(data, dict):
+        raise CIError(f"{report_json}: not a JSON object")
+    if not data.get("files"):
+        return no_submissions_comment(ctx, n_deleted)
+    return validation_comment(_load_report_markdown().render_markdown(data), ctx, n_deleted)
+
+
 def cmd_post_comment(args: argparse.Namespace) -> int:
     sink = sink_from_env()
     expected = args.expect_head_sha or None
+    n_deleted = 0
+    if bool(args.body) == bool(args.report_json):
+        raise CIError("give exactly one of --body and --report-json")
     if args.pr_file:
         try:
             meta = json.loads(_read_capped(Path(args.pr_file)))
@@ -198,6 +243,8 @@ def cmd_post_comment(args: argparse.Namespace) -> int:
         if not isinstance(meta, dict):
             raise CIError(f"{args.pr_file}: not a JSON object")
         pr = _pr_number(meta.get("pr"))
+        n = meta.get("n_deleted", 0)
+        n_deleted = n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 100000 else 0
         if expected and meta.get("head_sha") != expected:
             raise CIError(f"{args.pr_file} names commit {str(meta.get('head_sha'))[:12]!r}, not the run's {expected[:12]}")
     else:
@@ -211,8 +258,11 @@ def cmd_post_comment(args: argparse.Namespace) -> int:
                 print(f"pull request #{pr} is now at {current[:12]}, not {expected[:12]}: this report is out of date "
                       "or names another pull request; no comment posted")
                 return 0
-    body_path = Path(args.body)
-    if body_path.is_file():
+    body_path = Path(args.body or "")
+    if args.report_json:
+        body = validation_body_from_json(Path(args.report_json), RunContext.from_env(pr=pr, head_sha=expected),
+                                         n_deleted)
+    elif body_path.is_file():
         body = _read_capped(body_path)
     elif args.failure_of:
         validation_md = None
@@ -285,7 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--pr", help="pull request number")
     who.add_argument("--pr-file", help="pr.json written by 'validate' (untrusted: checked with --expect-head-sha)")
-    p.add_argument("--body", required=True, help="Markdown file to post")
+    p.add_argument("--body", default=None, help="Markdown file to post (written by trusted code)")
+    p.add_argument("--report-json", default=None,
+                   help="validate.json (untrusted data): the comment is rendered from it by this checkout's code")
     p.add_argument("--expect-head-sha", default="",
                    help="post only if the pull request's head (GitHub API) is this commit")
     p.add_argument("--head-sha", default="", help="commit named in a failure comment")
