@@ -11,7 +11,8 @@ Entry points (each lists its options with ``--help``; docs/modal.md explains eve
 ``kernelbench ... --runner modal`` without starting the app each time.
 
 One function per (kind, GPU type): ``evaluate_<gpu>`` and ``baselines_<gpu>``. Each runs in an
-image built for its GPU's architecture, with no network, no secrets, a per-input timeout, and
+image built for its GPU's architecture, with no network, no secrets, a per-input timeout (and, for
+``evaluate_<gpu>``, no Modal API access, no Volume and a fresh container per kernel), and
 retries that only ever fire for infrastructure failures: a kernel that fails comes back as a
 result, it never raises.
 """
@@ -50,20 +51,31 @@ cache_volume = modal.Volume.from_name(versions.CACHE_VOLUME_NAME, create_if_miss
 IMAGES = {gpu: build_image(recipe_for(gpu)) for gpu in versions.GPUS}
 
 
-def _function_options(gpu: str, timeout_s: int) -> dict:
-    return dict(
+def _function_options(gpu: str, timeout_s: int, untrusted: bool) -> dict:
+    """Options of one GPU function. ``untrusted``: it runs candidate code (``evaluate_<gpu>``).
+
+    Such a container is a Restricted Function (no Modal API: no Volume, Queue, Dict or other Function;
+    docs/modal.md), serves one input and is thrown away (nothing one kernel leaves behind meets the next),
+    and mounts no Volume: its builds stay on its own disk, so no kernel can plant a build for another.
+    Baselines run only the trusted reference and keep the shared compile cache.
+    """
+    options = dict(
         image=IMAGES[gpu],
         gpu=versions.GPUS[gpu].modal_gpu,
         timeout=timeout_s,
         startup_timeout=versions.STARTUP_TIMEOUT_S,
         retries=modal.Retries(max_retries=versions.MAX_RETRIES, backoff_coefficient=2.0,
                               initial_delay=versions.RETRY_INITIAL_DELAY_S),
-        volumes={versions.CACHE_MOUNT: cache_volume},
         block_network=True,
         cpu=versions.CPU_CORES,
         memory=versions.MEMORY_MIB,
         scaledown_window=versions.SCALEDOWN_WINDOW_S,
     )
+    if untrusted:
+        options.update(restrict_modal_access=True, single_use_containers=True)
+    else:
+        options.update(volumes={versions.CACHE_MOUNT: cache_volume})
+    return options
 
 
 def _cache_sync():
@@ -77,11 +89,16 @@ def _cache_sync():
 
 
 def _evaluate(payload: dict, gpu: str) -> dict:
+    import os
+
     from modal_app import health, worker
 
     if worker.in_modal_container():
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        return worker.evaluate_payload(payload, gpu=gpu, probe=health.probe_gpu, cache=_cache_sync())
+        # No Volume here (see _function_options): builds and Triton's cache on the container's own disk.
+        os.environ["KERNELBENCH_CACHE_DIR"] = versions.LOCAL_CACHE_DIR + "/kernelbench"
+        os.environ["TRITON_CACHE_DIR"] = versions.LOCAL_CACHE_DIR + "/triton"
+        return worker.evaluate_payload(payload, gpu=gpu, probe=health.probe_gpu)
     return worker.evaluate_payload(payload, gpu=gpu)  # .local(): the CPU path, nothing to probe or sync
 
 
@@ -96,42 +113,42 @@ def _baselines(payload: dict) -> dict:
 
 # ---- GPU functions: one per GPU type and kind; names are what ModalRunner looks up ----------
 
-@app.function(**_function_options("H100", versions.EVALUATE_TIMEOUT_S))
+@app.function(**_function_options("H100", versions.EVALUATE_TIMEOUT_S, untrusted=True))
 def evaluate_h100(payload: dict) -> dict:
     return _evaluate(payload, "H100")
 
 
-@app.function(**_function_options("A100-80GB", versions.EVALUATE_TIMEOUT_S))
+@app.function(**_function_options("A100-80GB", versions.EVALUATE_TIMEOUT_S, untrusted=True))
 def evaluate_a100_80gb(payload: dict) -> dict:
     return _evaluate(payload, "A100-80GB")
 
 
-@app.function(**_function_options("L40S", versions.EVALUATE_TIMEOUT_S))
+@app.function(**_function_options("L40S", versions.EVALUATE_TIMEOUT_S, untrusted=True))
 def evaluate_l40s(payload: dict) -> dict:
     return _evaluate(payload, "L40S")
 
 
-@app.function(**_function_options("B200", versions.EVALUATE_TIMEOUT_S))
+@app.function(**_function_options("B200", versions.EVALUATE_TIMEOUT_S, untrusted=True))
 def evaluate_b200(payload: dict) -> dict:
     return _evaluate(payload, "B200")
 
 
-@app.function(**_function_options("H100", versions.BASELINES_TIMEOUT_S))
+@app.function(**_function_options("H100", versions.BASELINES_TIMEOUT_S, untrusted=False))
 def baselines_h100(payload: dict) -> dict:
     return _baselines(payload)
 
 
-@app.function(**_function_options("A100-80GB", versions.BASELINES_TIMEOUT_S))
+@app.function(**_function_options("A100-80GB", versions.BASELINES_TIMEOUT_S, untrusted=False))
 def baselines_a100_80gb(payload: dict) -> dict:
     return _baselines(payload)
 
 
-@app.function(**_function_options("L40S", versions.BASELINES_TIMEOUT_S))
+@app.function(**_function_options("L40S", versions.BASELINES_TIMEOUT_S, untrusted=False))
 def baselines_l40s(payload: dict) -> dict:
     return _baselines(payload)
 
 
-@app.function(**_function_options("B200", versions.BASELINES_TIMEOUT_S))
+@app.function(**_function_options("B200", versions.BASELINES_TIMEOUT_S, untrusted=False))
 def baselines_b200(payload: dict) -> dict:
     return _baselines(payload)
 

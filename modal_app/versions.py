@@ -39,6 +39,8 @@ APT_PACKAGES: tuple[str, ...] = ("build-essential", "ninja-build")
 #: Where the compile-cache Volume is mounted in every GPU container.
 CACHE_MOUNT = "/cache"
 CACHE_VOLUME_NAME = "kernelbench-compile-cache"
+#: Where an evaluate container (no Volume) keeps its builds and Triton's cache.
+LOCAL_CACHE_DIR = "/tmp/kb-cache"
 
 #: Seconds one evaluation may take in total. The evaluator enforces its own, shorter limits per
 #: stage (compile 600 s, others 120 s); this is only the backstop for a harness that hangs.

@@ -61,7 +61,10 @@ def stop_fetching_inputs() -> None:
         return
     import modal.experimental
 
-    modal.experimental.stop_fetching_inputs()
+    try:
+        modal.experimental.stop_fetching_inputs()
+    except Exception as e:  # a single-use, restricted container exits after this input anyway
+        log.warning("could not retire this container (%s); it serves no further input if single-use", e)
 
 
 def container_gpu_name(timeout_s: float = 30.0) -> str | None:

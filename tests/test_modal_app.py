@@ -59,9 +59,14 @@ def test_gpu_function_options(app_module, gpu, kind):
     assert 0 < info.max_retries <= 3
     assert info.block_network is True  # no network for the code under evaluation
     assert info.secrets == []  # no secrets mounted (function env would show up here as a secret)
-    assert list(info.volumes) == ["/cache"]
-    assert info.volumes["/cache"].name == "kernelbench-compile-cache"
-    assert info.volumes["/cache"].read_only is False
+    if kind == "evaluate":  # candidate code: a Restricted Function, one kernel per container, no Volume
+        assert info.restrict_modal_access is True and info.single_use_containers is True
+        assert info.volumes == {}
+    else:  # the trusted reference only: the shared compile cache
+        assert info.restrict_modal_access is False and info.single_use_containers is False
+        assert list(info.volumes) == ["/cache"]
+        assert info.volumes["/cache"].name == "kernelbench-compile-cache"
+        assert info.volumes["/cache"].read_only is False
 
 
 @pytest.mark.parametrize("gpu", MODAL_GPUS)
