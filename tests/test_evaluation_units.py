@@ -400,3 +400,24 @@ def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tm
     with pytest.raises(transport.TransportError, match="CUDA evaluation"):
         decode_tensors([{"dtype": "float32", "shape": [2], "device": "cuda:0", "offset": 0,
                          "host_file": {"path": str(secret), "uid": me}}], [], cpu)
+
+
+@pytest.mark.parametrize("field, value", [("timing_budget_s", -1.0), ("timing_budget_s", 0.0),
+                                          ("timing_budget_s", float("nan")), ("stage_timeout_s", -5.0)])
+def test_settings_refuse_a_budget_or_timeout_that_is_not_positive(field, value):
+    from kernelbench.evaluation.settings import EvalSettings
+
+    with pytest.raises(ValueError, match=field):
+        EvalSettings(**{field: value})
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "soon"])
+def test_cli_refuses_a_timing_budget_that_is_not_positive(value, tmp_path):
+    import subprocess
+    import sys
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text("pass\n")
+    out = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "1",
+                          "--kernel", str(kernel), "--timing-budget", value], capture_output=True, text=True)
+    assert out.returncode == 2 and "--timing-budget" in out.stderr and "expected a number" in out.stderr, out.stderr

@@ -51,6 +51,10 @@ def non_negative_int(value: str) -> int:
     return _number(value, int, "an integer", ", 0 or more", lambda v: v >= 0)
 
 
+def positive_float(value: str) -> float:
+    return _number(value, float, "a number", " > 0", lambda v: v > 0)
+
+
 def non_negative_float(value: str) -> float:
     return _number(value, float, "a number", " >= 0", lambda v: v >= 0)
 
@@ -110,6 +114,7 @@ def runner_options(args: argparse.Namespace) -> dict[str, Any]:
 def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:
     """Evaluation options; ``sandbox_default`` is "require" where strangers' code is evaluated (the leaderboard)."""
     from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
+    from kernelbench.evaluation.settings import EvalSettings
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--backend", choices=BACKENDS, default="cuda", help="what the candidate is written in")
@@ -118,7 +123,8 @@ def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> 
     g.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
                    help="default: 1e-4 for fp32, 1e-2 for fp16/bf16; kernelbench-v0.1: 1e-2 everywhere")
     g.add_argument("--no-timing", action="store_true", help="check correctness only")
-    g.add_argument("--timing-budget", type=float, default=1.0, help="seconds of timed calls per side")
+    g.add_argument("--timing-budget", type=positive_float, default=EvalSettings.timing_budget_s,
+                   help="seconds of timed calls per side (default %(default)s)")
     g.add_argument("--device", default=None, help="cuda:N or cpu (default: first GPU, else CPU)")
     s = p.add_argument_group("isolation of candidate code (docs/threat-model.md)")
     x = s.add_mutually_exclusive_group()

@@ -84,6 +84,10 @@ class EvalSettings:
             raise ValueError(f"unknown sandbox mode {self.sandbox!r} (choose from {', '.join(SANDBOX_MODES)})")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be at least 1")
+        if not self.timing_budget_s > 0:  # also refuses NaN
+            raise ValueError(f"timing_budget_s must be a positive number of seconds, got {self.timing_budget_s!r}")
+        if not self.stage_timeout_s > 0:
+            raise ValueError(f"stage_timeout_s must be a positive number of seconds, got {self.stage_timeout_s!r}")
         if self.timing_extension < 1.0:
             raise ValueError("timing_extension must be at least 1 (1: no extension past the budget)")
 
