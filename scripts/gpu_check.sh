@@ -34,6 +34,9 @@
 #   demo          scripts/bench_demo.py: the first five minutes (kernelbench demo) on this GPU, three times
 #   overhead      the sandbox's cost: bench_evaluator.py over built-in levels 1-3, --sandbox require, then off
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
+#   official-baselines  scripts/bench_baselines.py over the official KernelBench levels 1-3 at $KB_OFFICIAL (default
+#                 kb_official/KernelBench, carried, never committed) into baselines/kernelbench/<GPU>.json and its
+#                 eager repeat, resuming (KB_BASELINE_MODES, default eager; KB_BASELINE_DEADLINE, default 480)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
 #   rates         scripts/measure_rates.py into kernelbench/data/measured_rates.json (copied to $OUT)
 #   baselines     scripts/bench_baselines.py into baselines/<GPU>.json, resuming (KB_BASELINE_MODES,
@@ -127,6 +130,15 @@ for phase in "${phases[@]}"; do
     server) run server-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_server_gpu.py
             run server-load python3 scripts/bench_server.py --requests "${KB_SERVER_REQUESTS:-96}" --clients 16 --level 2 \
               --out "$OUT/bench_server.json" ;;
+    official-baselines)
+      mkdir -p baselines/kernelbench
+      # shellcheck disable=SC2086
+      run official-baselines python3 scripts/bench_baselines.py --source directory \
+        --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} \
+        --out "baselines/kernelbench/$gpu.json" --json-out "$OUT/bench_official_baselines.json" \
+        --modes ${KB_BASELINE_MODES:-eager} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
+        ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"}
+      cp baselines/kernelbench/"$gpu"*.json "$OUT/" 2>/dev/null ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py
       cp kernelbench/data/measured_rates.json "$OUT/" 2>/dev/null ;;
