@@ -14,7 +14,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from kernelbench.speedup import SpeedupInterval, speedup_interval
+from kernelbench.speedup import (
+    HOST_BOUND_PROCESS_SPREAD_SD,
+    PROCESS_SPREAD_SD,
+    SpeedupInterval,
+    speedup_interval,
+)
 
 Backend = Literal["cuda", "triton", "torch"]
 Precision = Literal["fp32", "fp16", "bf16"]
@@ -279,7 +284,13 @@ class KernelResult(BaseModel):
             return None
         if self.runtime.block_calls is None or self.runtime.block_calls != self.ref_runtime.block_calls:
             return None
-        return speedup_interval(self.ref_runtime.samples_ms, self.runtime.samples_ms, self.runtime.block_calls)
+        spread = HOST_BOUND_PROCESS_SPREAD_SD if self._host_bound else PROCESS_SPREAD_SD
+        return speedup_interval(self.ref_runtime.samples_ms, self.runtime.samples_ms, self.runtime.block_calls,
+                                process_spread_sd=spread)
+
+    @property
+    def _host_bound(self) -> bool:
+        return self.host_share is not None and self.host_share >= HOST_BOUND_SHARE
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -289,7 +300,7 @@ class KernelResult(BaseModel):
         iv = self.speedup_ci95
         if iv is not None and iv.imprecise:
             out.append("imprecise")
-        if self.host_share is not None and self.host_share >= HOST_BOUND_SHARE:
+        if self._host_bound:
             out.append("host-bound")
         return out
 

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--restart", action="store_true", help="start both files over instead of resuming")
     p.add_argument("--device", default=None, help="cuda:N (default: the first GPU); cpu for a smoke test")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
+    p.add_argument("--no-sol", action="store_true",
+                   help="skip the fraction-of-speed-of-light column (its FLOP count runs every model once more: "
+                        "minutes over the official level 3, which a resumed run need not spend)")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each measurement does")
     return p.parse_args(argv)
 
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         medians = {m: (times[m].find(p).headline_ms if times[m] and times[m].find(p) else None) for m in modes}
         eager_ms = medians.get("eager")
         info = None
-        if eager_ms is not None and device != "cpu":
+        if eager_ms is not None and device != "cpu" and not args.no_sol:
             # Baselines run fp32 as IEEE fp32 (the evaluator's strict mode turns cuDNN's TF32 off),
             # so every fp32 FLOP is bounded at the CUDA-core rate.
             info = check_speed_of_light(p, gpu_name, args.precision, eager_ms, fp32_math="ieee").info

@@ -104,7 +104,8 @@ for phase in "${phases[@]}"; do
     issue23-bench)
       # shellcheck disable=SC2086
       run issue23-bench python3 scripts/bench_evaluator.py --source directory --path "${KB_OFFICIAL:-kb_official/KernelBench}" \
-        --levels ${KB_LEVELS:-1 2 3} --out "$OUT/bench_issue23_L$(echo "${KB_LEVELS:-1 2 3}" | tr -d ' ').json" ;;
+        --levels ${KB_LEVELS:-1 2 3} --sandbox "${KB_SANDBOX:-auto}" \
+        --out "$OUT/bench_issue23_L$(echo "${KB_LEVELS:-1 2 3}" | tr -d ' ').json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \
@@ -137,7 +138,7 @@ for phase in "${phases[@]}"; do
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} \
         --out "baselines/kernelbench/$gpu.json" --json-out "$OUT/bench_official_baselines.json" \
         --modes ${KB_BASELINE_MODES:-eager} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
-        ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"}
+        ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"} ${KB_NO_SOL:+--no-sol}
       cp baselines/kernelbench/"$gpu"*.json "$OUT/" 2>/dev/null ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py

@@ -72,7 +72,12 @@ def run_isolated(root: Path, code: str, tmp_path: Path, env_extra: dict[str, str
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "KERNELBENCH", "MODAL_"))}
-    env.update({"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", **(env_extra or {})})
+    # Installed dependencies may come through PYTHONPATH (the GPU machine's carried wheels); entries that
+    # hold a copy of our own packages (a checkout) are dropped, so only ``root`` can provide them.
+    deps = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if e and not any((Path(e) / pkg).exists() for pkg in ("kernelbench", "modal_app"))]
+    env.update({"PYTHONPATH": os.pathsep.join([str(root), *deps]), "PYTHONDONTWRITEBYTECODE": "1",
+                **(env_extra or {})})
     prologue = textwrap.dedent(f"""
         import sys
         ROOT = {str(root)!r}

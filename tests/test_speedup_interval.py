@@ -213,3 +213,86 @@ def test_the_cli_verdict_shows_the_interval_and_flags():
     iv = r.speedup_ci95
     assert f"95% CI {iv.lo:.3f}-{iv.hi:.3f}, 10 paired rounds" in text
     assert "imprecise" in text and "host-bound: the host needs 2.50x" in text
+
+
+def _steady_offset(offset: float, rounds: int = 8, block: int = 3, noise: float = 0.0005,
+                   seed: int = 5) -> tuple[list[float], list[float]]:
+    """Identical work, but the candidate's process is steadily ``offset`` faster (buffer placement, a
+    cuDNN algorithm): tiny noise inside the evaluation, so the rounds alone are sure of the offset."""
+    rng = random.Random(seed)
+    ref = [rng.lognormvariate(0, noise) for _ in range(rounds * block)]
+    cand = [rng.lognormvariate(0, noise) / (1 + offset) for _ in range(rounds * block)]
+    return ref, cand
+
+
+def test_the_spread_between_processes_keeps_a_steady_small_offset_from_counting_as_faster():
+    ref, cand = _steady_offset(0.004)
+    rounds_only = speedup_interval(ref, cand, 3, process_spread_sd=0.0)
+    default = speedup_interval(ref, cand, 3)
+    assert rounds_only.significantly_faster(1.0)  # what the session-10 interval said of such a pair
+    assert not default.significantly_faster(1.0) and default.contains(1.0)
+    assert default.speedup == rounds_only.speedup and default.paired == rounds_only.paired
+    # a real gain is still a gain, and more rounds cannot talk the spread away
+    gain = speedup_interval(*_steady_offset(0.03), 3)
+    assert gain.significantly_faster(1.0)
+    many = speedup_interval(*_steady_offset(0.004, rounds=200), 3)
+    assert many.contains(1.0)
+    with pytest.raises(ValueError):
+        speedup_interval(ref, cand, 3, process_spread_sd=-0.1)
+
+
+def test_imprecise_and_the_timing_stop_look_at_the_rounds_only():
+    ref, cand = _steady_offset(0.0)
+    iv = speedup_interval(ref, cand, 3, process_spread_sd=0.05)  # a spread far above the 2% threshold
+    assert iv.half_width > IMPRECISE_HALF_WIDTH
+    assert iv.rounds_half_width < 0.005 and not iv.imprecise
+    assert timing.interval_half_width(ref, cand, 3) == pytest.approx(iv.rounds_half_width)
+
+
+def test_a_host_bound_result_carries_the_wider_spread():
+    from kernelbench.speedup import HOST_BOUND_PROCESS_SPREAD_SD, PROCESS_SPREAD_SD
+
+    ref, cand = _steady_offset(0.0)
+    base = dict(level=1, problem_id=1, problem_name="p", backend="triton", compiled=True, correct=True,
+                runtime=TimingStats(samples_ms=cand, block_calls=3),
+                ref_runtime=TimingStats(samples_ms=ref, block_calls=3))
+    device_bound = KernelResult(**base, host_share=0.1).speedup_ci95
+    host_bound = KernelResult(**base, host_share=HOST_BOUND_SHARE).speedup_ci95
+    assert device_bound.process_spread_sd == PROCESS_SPREAD_SD
+    assert host_bound.process_spread_sd == HOST_BOUND_PROCESS_SPREAD_SD
+    assert host_bound.half_width > 2 * device_bound.half_width
+
+
+def _recorded_sweep() -> list[dict]:
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+    rows = []
+    for name in ("identity_official_L1_H200_2026-11-24.json", "identity_official_L2_H200_2026-11-24.json",
+                 "identity_official_L3_H200_2026-11-24_partial.json"):
+        rows += json.loads((folder / name).read_text())["rows"]
+    return rows
+
+
+def test_the_calibration_holds_on_the_recorded_identity_sweep():
+    """The H200 identity sweep over official levels 1-3 (240 problems; every timed sample kept): recomputed
+    from its raw samples, the interval must hold 1.0 for at least 95% and call no identity faster, and the
+    rounds alone must not (else the spread term would be doing nothing)."""
+    from kernelbench.speedup import HOST_BOUND_PROCESS_SPREAD_SD, PROCESS_SPREAD_SD
+
+    rows = [r for r in _recorded_sweep() if r["correct"] and r["ci_rounds"]]
+    assert len(rows) >= 240
+    held = faster = held_rounds_only = 0
+    for r in rows:
+        block = r["n"] // r["ci_rounds"]
+        host_bound = r["host_share"] is not None and r["host_share"] >= HOST_BOUND_SHARE
+        spread = HOST_BOUND_PROCESS_SPREAD_SD if host_bound else PROCESS_SPREAD_SD
+        iv = speedup_interval(r["ref_samples"], r["cand_samples"], block, process_spread_sd=spread)
+        assert iv.speedup == pytest.approx(r["speedup"], rel=1e-9)
+        held += iv.contains(1.0)
+        faster += iv.significantly_faster(1.0)
+        held_rounds_only += speedup_interval(r["ref_samples"], r["cand_samples"], block,
+                                             process_spread_sd=0.0).contains(1.0)
+    assert held >= 0.95 * len(rows)
+    assert faster == 0
+    assert held_rounds_only < 0.9 * len(rows)
