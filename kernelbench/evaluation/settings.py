@@ -48,9 +48,10 @@ class EvalSettings:
     target_rse: float = 0.005
     min_timing_trials: int = 20
     max_timing_trials: int = 2000
-    #: While the speedup's 95% interval is wider than +/-2%, timing goes on past the budget (and the trial
-    #: limit) up to this many times it, then stops and the result is flagged imprecise (1: never).
-    timing_extension: float = 2.0
+    #: While the speedup's 95% interval (rounds alone) is wider than +/-2%, timing may go on past the budget
+    #: (and the trial limit) up to this many times it, then stops and the result is flagged imprecise
+    #: (1: never, the default; see ``timing.EXTENSION_FACTOR`` for the measurement behind it).
+    timing_extension: float = 1.0
     #: Distinct input sets rotated through the timed calls (outputs re-checked for each).
     timing_input_sets: int = 3
     #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.

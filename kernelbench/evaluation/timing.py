@@ -93,10 +93,12 @@ def block_order(round_index: int) -> tuple[str, str]:
 
 #: While the speedup interval is wider than ``IMPRECISE_HALF_WIDTH``, timing may go on past the budget up
 #: to this many times the budget (and the trial limit), then stops and the result is flagged imprecise.
-#: Twice: the issue measured that 3x (a 3 s budget) did not cure the host-bound level-3 models (8 of 10
-#: misses stayed), so more buys little there, while one extra budget on the few noisy problems keeps the
-#: sweep's GPU time within 10% of the unextended one (the imprecise ones are about 5% of problems).
-EXTENSION_FACTOR = 2.0  # EvalSettings.timing_extension's default
+#: 1, no extension, from the H200 identity sweep over official levels 1-3 (docs/benchmarks.md, session 11):
+#: replaying its 240 recorded timings cut off at 1x instead of 2x the budget, the interval (with the
+#: between-process spread) still held 1.0 for 239 instead of 240, none was called faster either way, no miss
+#: went unflagged, and 4 more were flagged imprecise; the extension had cost about 3% of the sweep's GPU time,
+#: mostly on host-bound models whose interval the between-process spread dominates anyway.
+EXTENSION_FACTOR = 1.0  # EvalSettings.timing_extension's default
 
 
 @dataclass(frozen=True)
