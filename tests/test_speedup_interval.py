@@ -296,3 +296,22 @@ def test_the_calibration_holds_on_the_recorded_identity_sweep():
     assert held >= 0.95 * len(rows)
     assert faster == 0
     assert held_rounds_only < 0.9 * len(rows)
+
+
+def test_the_final_level_3_run_holds_out_of_sample():
+    """Level 3 run again after the constants were chosen (extension off, seeding out of the host share):
+    every interval holds 1.0, no identity is faster, every miss of [0.97, 1.03] is flagged."""
+    from pathlib import Path
+
+    from kernelbench.speedup import HOST_BOUND_PROCESS_SPREAD_SD, PROCESS_SPREAD_SD
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "identity_official_L3_H200_2026-11-24.json"
+    rows = json.loads(path.read_text())["rows"]
+    assert len(rows) == 50 and all(r["correct"] for r in rows)
+    for r in rows:
+        host_bound = r["host_share"] is not None and r["host_share"] >= HOST_BOUND_SHARE
+        spread = HOST_BOUND_PROCESS_SPREAD_SD if host_bound else PROCESS_SPREAD_SD
+        iv = speedup_interval(r["ref_samples"], r["cand_samples"], r["n"] // r["ci_rounds"], process_spread_sd=spread)
+        assert iv.contains(1.0) and not iv.significantly_faster(1.0), (r["name"], iv)
+        if not 0.97 <= iv.speedup <= 1.03:
+            assert host_bound or iv.imprecise, r["name"]
