@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from kernelbench.constants import BACKENDS, PRECISIONS
 from kernelbench.constants import TOLERANCE_MODES as _MODES
 from kernelbench.evaluation.isolation import SANDBOX_MODES
+from kernelbench.evaluation.timing import EXTENSION_FACTOR
 from kernelbench.problems.model import Problem
 
 
@@ -51,7 +52,7 @@ class EvalSettings:
     #: While the speedup's 95% interval (rounds alone) is wider than +/-2%, timing may go on past the budget
     #: (and the trial limit) up to this many times it, then stops and the result is flagged imprecise
     #: (1: never, the default; see ``timing.EXTENSION_FACTOR`` for the measurement behind it).
-    timing_extension: float = 1.0
+    timing_extension: float = EXTENSION_FACTOR
     #: Distinct input sets rotated through the timed calls (outputs re-checked for each).
     timing_input_sets: int = 3
     #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.

@@ -98,7 +98,7 @@ def block_order(round_index: int) -> tuple[str, str]:
 #: between-process spread) still held 1.0 for 239 instead of 240, none was called faster either way, no miss
 #: went unflagged, and 4 more were flagged imprecise; the extension had cost about 3% of the sweep's GPU time,
 #: mostly on host-bound models whose interval the between-process spread dominates anyway.
-EXTENSION_FACTOR = 1.0  # EvalSettings.timing_extension's default
+EXTENSION_FACTOR = 1.0
 
 
 @dataclass(frozen=True)
