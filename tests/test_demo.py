@@ -207,3 +207,28 @@ def test_the_extras_blocker_reaches_the_worker_processes(tmp_path):
     r = KernelResult.from_json(out.read_text())
     assert not r.correct and r.error is not None and r.error.stage.value == "load"
     assert "optional extra" in r.error.message
+
+
+def test_the_demo_table_shows_each_speedup_with_its_interval_and_flags():
+    """On a GPU the demo's table gives the speedup's own 95% interval (issue 23), not the candidate time's."""
+    import random
+
+    from kernelbench.cli.demo import speed_cell
+    from kernelbench.results import TimingStats
+
+    rng = random.Random(27)
+    ref, cand = [], []
+    for _ in range(6):  # interleaved rounds of 5 calls a side, the candidate twice as fast
+        level = 1.0 + 0.01 * rng.gauss(0, 1)
+        ref += [2.0 * level * rng.lognormvariate(0, 0.002) for _ in range(5)]
+        cand += [1.0 * level * rng.lognormvariate(0, 0.002) for _ in range(5)]
+    timed = KernelResult(level=1, problem_id=8, problem_name="8_ReLU", backend="triton", compiled=True, correct=True,
+                         runtime=TimingStats(samples_ms=cand, block_calls=5),
+                         ref_runtime=TimingStats(samples_ms=ref, block_calls=5), host_share=1.5)
+    iv = timed.speedup_ci95
+    assert iv is not None and iv.lo < iv.hi
+    cell = speed_cell(timed)
+    assert cell.startswith(f"{timed.speedup:.2f}x (95% CI {iv.lo:.2f}-{iv.hi:.2f})")
+    assert f"cand. {timed.runtime.median_ms:.3f} ms" in cell and cell.endswith("; host-bound")
+    untimed = timed.model_copy(update={"runtime": None, "ref_runtime": None, "host_share": None})
+    assert speed_cell(untimed) == "-"
