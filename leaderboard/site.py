@@ -116,6 +116,9 @@ def _board_rows(entries: list[dict], scope: str, root: str) -> list[dict]:
             # data has none: None).
             "fast_1_sig": (s.get("fast_p_significant") or {}).get("fast_1"),
             "fast_2": s["fast_p"]["fast_2"], "geomean": s["geomean_speedup"], "fulldeck": s["fulldeck_geomean"],
+            # The geomean's 95% interval (issue 23; older data has none).
+            "geomean_lo": (s.get("geomean_ci95") or (None, None))[0],
+            "geomean_hi": (s.get("geomean_ci95") or (None, None))[1],
             "n_kernels": s["n_attempted"], "href": f"{root}entries/{e['entry']}__{e['gpu']}.html",
             "model": (e.get("model") or {}).get("name"), "date": e.get("date"), "evaluated_on": e.get("evaluated_on"),
             # The entry's pull request or page when the submission names one, else its submitted file.
@@ -127,8 +130,8 @@ def _board_rows(entries: list[dict], scope: str, root: str) -> list[dict]:
 
 #: Columns of a board download, in order; one row per entry, the same figures as the table.
 DOWNLOAD_COLUMNS = ("rank", "entry", "display_name", "organization", "model", "date", "evaluated_on", "backend",
-                    "status", "correct", "fast_1", "fast_1_sig", "fast_15", "fast_2", "geomean", "fulldeck",
-                    "n_kernels", "link")
+                    "status", "correct", "fast_1", "fast_1_sig", "fast_15", "fast_2", "geomean", "geomean_lo",
+                    "geomean_hi", "fulldeck", "n_kernels", "link")
 
 
 def _board_download(rows: list[dict], gpu: str | None, scope: str, n_problems: int, problem_source: str) -> dict:

@@ -1,7 +1,8 @@
 """``kernelbench demo`` and the reduced CPU size (CPU_SIZE) of the problem contract, on the CPU.
 
 The demo test runs the real command in a subprocess (real worker processes, real Triton interpreter)
-and checks every verdict from its JSON, so a guard or correctness regression makes it fail.
+and checks every verdict from its JSON, so a guard or correctness regression makes it fail; it runs with
+the optional extras (LLM, Modal, datasets, transformers, server) unimportable, as after `pip install -e .`.
 """
 
 from __future__ import annotations
@@ -36,9 +37,28 @@ def get_init_inputs():
 """
 
 
+#: The optional extras' top-level packages (pyproject.toml): ``pip install -e .`` plus torch must be enough
+#: for the demo (issue 27), so the demo test runs with each of them made unimportable.
+EXTRAS_PACKAGES = ("litellm", "modal", "datasets", "transformers", "fastapi", "uvicorn", "httpx")
+
+
+def without_extras(tmp_path, env: dict) -> dict:
+    """``env`` with a folder first on PYTHONPATH in which every optional extra's package fails to import.
+
+    PYTHONPATH reaches the worker processes too (the sandbox binds its folders read-only), so an import
+    of an extra anywhere in the demo's path, parent or worker, fails the demo."""
+    blockers = tmp_path / "no-extras"
+    for name in EXTRAS_PACKAGES:
+        (blockers / name).mkdir(parents=True)
+        (blockers / name / "__init__.py").write_text(
+            f"raise ImportError('{name} belongs to an optional extra; the demo must run without it')\n")
+    path = os.pathsep.join(p for p in (str(blockers), env.get("PYTHONPATH", "")) if p)
+    return dict(env, PYTHONPATH=path)
+
+
 def test_demo_runs_on_cpu_with_expected_verdicts(tmp_path):
     out = tmp_path / "demo.json"
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    env = without_extras(tmp_path, dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "demo", "--device", "cpu",
                            "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
@@ -172,3 +192,43 @@ def test_cpu_size_warning_estimates_large_problems_only():
     warning = cpu_size_warning(relu)
     assert warning and "134M input elements" in warning and "--reduced-size" in warning and "Ctrl-C" in warning
     assert cpu_size_warning(relu.at_reduced_size()) is None
+
+
+def test_the_extras_blocker_reaches_the_worker_processes(tmp_path):
+    """The demo test's blocker must bite where candidates run, or it would prove nothing about workers."""
+    gelu = (tmp_path / "gelu_modal.py")
+    gelu.write_text("import modal  # an extra\n" + CASES[1].source_path.read_text())
+    env = without_extras(tmp_path, dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "9",
+                           "--backend", "torch", "--kernel", str(gelu), "--reduced-size", "--correctness-trials", "1",
+                           "--output", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    r = KernelResult.from_json(out.read_text())
+    assert not r.correct and r.error is not None and r.error.stage.value == "load"
+    assert "optional extra" in r.error.message
+
+
+def test_the_demo_table_shows_each_speedup_with_its_interval_and_flags():
+    """On a GPU the demo's table gives the speedup's own 95% interval (issue 23), not the candidate time's."""
+    import random
+
+    from kernelbench.cli.demo import speed_cell
+    from kernelbench.results import TimingStats
+
+    rng = random.Random(27)
+    ref, cand = [], []
+    for _ in range(6):  # interleaved rounds of 5 calls a side, the candidate twice as fast
+        level = 1.0 + 0.01 * rng.gauss(0, 1)
+        ref += [2.0 * level * rng.lognormvariate(0, 0.002) for _ in range(5)]
+        cand += [1.0 * level * rng.lognormvariate(0, 0.002) for _ in range(5)]
+    timed = KernelResult(level=1, problem_id=8, problem_name="8_ReLU", backend="triton", compiled=True, correct=True,
+                         runtime=TimingStats(samples_ms=cand, block_calls=5),
+                         ref_runtime=TimingStats(samples_ms=ref, block_calls=5), host_share=1.5)
+    iv = timed.speedup_ci95
+    assert iv is not None and iv.lo < iv.hi
+    cell = speed_cell(timed)
+    assert cell.startswith(f"{timed.speedup:.2f}x (95% CI {iv.lo:.2f}-{iv.hi:.2f})")
+    assert f"cand. {timed.runtime.median_ms:.3f} ms" in cell and cell.endswith("; host-bound")
+    untimed = timed.model_copy(update={"runtime": None, "ref_runtime": None, "host_share": None})
+    assert speed_cell(untimed) == "-"

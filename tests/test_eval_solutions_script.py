@@ -1,4 +1,5 @@
-"""scripts/eval_solutions.py: usage errors and the own-kernel share it reads from the launch report.
+"""scripts/eval_solutions.py: usage errors, the own-kernel share it reports, and what makes a worked
+solution a defect (any warning or error finding, not only failing ones: issue 23).
 
 The evaluation itself runs on the GPU (``bash scripts/gpu_check.sh solutions``); the worked solutions'
 CPU path is covered by tests/test_solutions_inprocess.py.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.evaluation.guards.runtime import LaunchReport, launch_findings
+from kernelbench.evaluation.guards.runtime import LaunchReport, launch_findings, output_provenance_findings
 from kernelbench.results import KernelResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +46,17 @@ def _result_with(report: LaunchReport) -> KernelResult:
                         guard_findings=launch_findings(report, "triton"))
 
 
-def test_own_share_comes_from_the_evaluators_launch_report():
+def _script():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from eval_solutions import own_share
+        import eval_solutions
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return eval_solutions
+
+
+def test_own_share_comes_from_the_evaluators_launch_report():
+    own_share = _script().own_share
     mixed = LaunchReport(["relu_kernel"], ["vectorized_elementwise_kernel"], 30.0, 10.0, [7], 7, [7])
     assert own_share(_result_with(mixed)) == pytest.approx(0.75)
     alone = LaunchReport(["relu_kernel"], [], 12.0, 0.0, [7], 7, [7])
@@ -74,3 +80,25 @@ def test_gpu_check_parts_cover_every_gpu_test_file():
                  if re.search(r"pytest\.mark\.gpu|mark\.gpu", p.read_text())}
     assert gpu_files, "no GPU test files found"
     assert gpu_files <= covered, f"GPU test files in no gpu_check part: {sorted(gpu_files - covered)}"
+
+
+def test_the_results_own_kernel_share_is_preferred_to_the_launch_reports_text():
+    alone = LaunchReport(["relu_kernel"], [], 12.0, 0.0, [7], 7, [7])
+    r = _result_with(alone).model_copy(update={"own_kernel_share": 0.25})
+    assert _script().own_share(r) == pytest.approx(0.25)
+
+
+def test_a_warning_finding_makes_a_worked_solution_a_defect():
+    """Issue 23: the worked solutions must stay free of warning findings, so the script's check (and its
+    exit status) counts a warning such as the decoy's ``library-output`` as a failure, not only errors."""
+    script = _script()
+    report = LaunchReport(["relu_kernel"], [], 12.0, 0.0, [7], 7, [7])
+    clean = _result_with(report).model_copy(update={"correct": True})
+    assert [f.severity for f in clean.guard_findings] == ["info"]  # the launch report itself is only info
+    assert script.solution_ok(clean) and script.flagged_findings(clean) == []
+    warned = clean.model_copy(update={"guard_findings": clean.guard_findings + output_provenance_findings(
+        {"recorded": True, "unowned_outputs": [0], "n_outputs": 1}, report)})
+    assert not warned.failing_findings  # no error: the old check (errors only) let this pass
+    assert not script.solution_ok(warned)
+    assert [(f.rule, f.severity) for f in script.flagged_findings(warned)] == [("library-output", "warning")]
+    assert not script.solution_ok(clean.model_copy(update={"correct": False}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from fixtures.leaderboard import factory as F
 
@@ -54,3 +55,23 @@ def test_entry_page_and_board_show_intervals_flags_and_significant_fast_1(tmp_pa
     assert "fast_1 beyond noise" in page
     board = (tmp_path / "site" / "index.html").read_text()
     assert "fast_1 (sig.)" in board
+    # The geomean with its 95% interval on the board, in its download and in the entry's per-level table,
+    # and the significance-aware fast_1 beside KernelBench's there too.
+    glo, ghi = overall["geomean_ci95"]
+    assert glo < overall["geomean_speedup"] < ghi
+    shown = f'[{glo:.2f}×–{ghi:.2f}×]'
+    assert shown in board and shown in page
+    level = data["scores"]["levels"]["1"]
+    table = page[page.index('id="levels"'):]
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table[:table.index("</thead>")])
+    row = table[table.index("<td>Level 1</td>"):]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row[:row.index("</tr>")])
+    by_header = dict(zip(headers, cells))
+    assert by_header["fast_1"] == f'{level["fast_p"]["fast_1"] * 100:.1f}%' == "50.0%"
+    assert by_header["fast_1 (sig.)"] == f'{level["fast_p_significant"]["fast_1"] * 100:.1f}%' == "25.0%"
+    lo1, hi1 = level["geomean_ci95"]
+    assert f"[{lo1:.2f}×–{hi1:.2f}×]" in by_header["Geomean (correct)"]
+    download = json.loads(next((tmp_path / "site" / "gpu").glob("*/index.json")).read_text())
+    entry = next(r for r in download["rows"] if r["entry"] == "delta")
+    assert (entry["geomean_lo"], entry["geomean_hi"]) == (glo, ghi)
+    assert {"geomean_lo", "geomean_hi"} <= set(download["columns"])

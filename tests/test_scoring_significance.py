@@ -101,17 +101,19 @@ def test_analyze_prints_both_fast_p_columns_the_geomean_interval_and_flags(tmp_p
     root.mkdir(parents=True)
     rng = random.Random(3)
     rd = RunDirectory(tmp_path / "run")
-    for i, (sp, noise) in enumerate([(2.0, 0.01), (1.0, 0.2)], start=1):
+    for i, (sp, noise, host) in enumerate([(2.0, 0.01, 2.5), (1.0, 0.2, None)], start=1):
         (root / f"{i}_P.py").write_text(CODE)
         rd.write_kernel(1, i, 0, "# kernel\n")
-        rd.save_result(timed(i, sp, noise, rng))
+        rd.save_result(timed(i, sp, noise, rng).model_copy(update={"host_share": host}))
     out = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "analyze", "--run-dir", str(rd.path),
                           "--source", "directory", "--path", str(tmp_path / "probs"), "--output",
                           str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120, env={**os.environ})
     assert out.returncode == 0, out.stderr
     assert "fast_p significant" in out.stdout and "imprecise" in out.stdout
+    assert "host-bound (host share 2.50)" in out.stdout
     data = json.loads((tmp_path / "s.json").read_text())
-    assert [(f["problem_id"], f["flags"]) for f in data["timing_flags"]] == [(2, ["imprecise"])]
+    assert [(f["problem_id"], f["flags"]) for f in data["timing_flags"]] == [(1, ["host-bound"]), (2, ["imprecise"])]
+    assert data["timing_flags"][0]["host_share"] == 2.5
     scores = data["levels"]["1"]
     assert scores["fast_p"]["fast_1"] >= scores["fast_p_significant"]["fast_1"] == 0.5
     assert scores["geomean_ci95"][0] < scores["geomean_speedup"] < scores["geomean_ci95"][1]

@@ -212,7 +212,8 @@ def test_the_cli_verdict_shows_the_interval_and_flags():
     text = format_verdict(r, "k.py")
     iv = r.speedup_ci95
     assert f"95% CI {iv.lo:.3f}-{iv.hi:.3f}, 10 paired rounds" in text
-    assert "imprecise" in text and "host-bound: the host needs 2.50x" in text
+    assert "imprecise: the timing rounds left the speedup's 95% interval wider than +/-2%" in text
+    assert "host-bound: the host needs 2.50x" in text
 
 
 def _steady_offset(offset: float, rounds: int = 8, block: int = 3, noise: float = 0.0005,
@@ -315,3 +316,33 @@ def test_the_final_level_3_run_holds_out_of_sample():
         assert iv.contains(1.0) and not iv.significantly_faster(1.0), (r["name"], iv)
         if not 0.97 <= iv.speedup <= 1.03:
             assert host_bound or iv.imprecise, r["name"]
+
+
+def test_the_extension_is_off_and_the_recorded_sweep_meets_the_targets_without_it():
+    """``EXTENSION_FACTOR = 1`` was chosen from the calibration sweep, which ran with the extension at twice the
+    budget. Replayed without it: a result whose timing went on to the 2x cap spent twice the budget per side,
+    so at an even pace its first budget held the first half of its rounds; cut there, the sweep must still
+    meet the issue's targets (at least 95% of intervals hold 1.0, no identity significantly faster, every
+    speedup outside [0.97, 1.03] flagged imprecise or host-bound)."""
+    from kernelbench.evaluation.settings import EvalSettings
+    from kernelbench.speedup import HOST_BOUND_PROCESS_SPREAD_SD, PROCESS_SPREAD_SD
+
+    assert timing.EXTENSION_FACTOR == 1.0 and EvalSettings().timing_extension == timing.EXTENSION_FACTOR
+    rows = [r for r in _recorded_sweep() if r["correct"] and r["ci_rounds"]]
+    capped = [r for r in rows if "timing cap" in (r["timing_note"] or "")]
+    assert len(capped) >= 10, "the calibration sweep must include results the extension kept timing"
+    held = faster = unflagged = 0
+    for r in rows:
+        rounds = r["ci_rounds"]
+        block = r["n"] // rounds
+        keep = max(2, rounds // 2) if r in capped else rounds
+        host_bound = r["host_share"] is not None and r["host_share"] >= HOST_BOUND_SHARE
+        spread = HOST_BOUND_PROCESS_SPREAD_SD if host_bound else PROCESS_SPREAD_SD
+        iv = speedup_interval(r["ref_samples"][:keep * block], r["cand_samples"][:keep * block], block,
+                              process_spread_sd=spread)
+        assert iv.rounds == keep
+        held += iv.contains(1.0)
+        faster += iv.significantly_faster(1.0)
+        unflagged += not 0.97 <= iv.speedup <= 1.03 and not (host_bound or iv.imprecise)
+    assert held >= 0.95 * len(rows)
+    assert faster == 0 and unflagged == 0

@@ -24,6 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def speed_cell(result) -> str:
+    """The table's speedup: the figure with its 95% interval and timing flags (see the README on reading
+    them), and the candidate's median time; "-" when nothing was timed (the CPU path)."""
+    if result.speedup is None or result.runtime is None:
+        return "-"
+    text = f"{result.speedup:.2f}x"
+    iv = result.speedup_ci95
+    if iv is not None:
+        text += f" (95% CI {iv.lo:.2f}-{iv.hi:.2f})"
+    text += f", cand. {result.runtime.median_ms:.3f} ms"
+    if result.timing_flags:
+        text += f"; {', '.join(result.timing_flags)}"
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
@@ -76,14 +91,10 @@ def run(args: argparse.Namespace) -> int:
                 f", max abs err {c.max_abs_error:.3g}" if c.max_abs_error is not None else "")
         elif r.error is not None:
             why = f"{r.error.type}: {r.error.message.strip()[:120]}"
-        speed = "-"
-        if r.speedup is not None and r.runtime is not None:
-            lo, hi = r.runtime.ci95_ms
-            speed = f"{r.speedup:.2f}x (cand. {r.runtime.median_ms:.3f} ms, 95% CI {lo:.3f}-{hi:.3f})"
-        rows.append([case.label, f"L{r.level} P{r.problem_id} {r.problem_name}", r.verdict(), speed,
+        rows.append([case.label, f"L{r.level} P{r.problem_id} {r.problem_name}", r.verdict(), speed_cell(r),
                      "yes" if ok else "NO", why])
     print(tabulate(rows, headers=["candidate", "problem", "verdict", "speedup", "expected", "why"],
-                   maxcolwidths=[None, None, None, 30, None, 60]))
+                   maxcolwidths=[None, None, None, 36, None, 60]))
     print(f"\n{len(results)} candidates in {elapsed:.1f} s; "
           + ("every verdict as expected." if all_ok else "SOME VERDICTS WERE NOT AS EXPECTED."))
     if reduced:

@@ -192,8 +192,8 @@ def format_verdict(r, kernel_name: str = "") -> str:
         rows.append(["speedup", text])
     for tf in r.timing_flags:
         if tf == "imprecise":
-            rows.append(["timing flag", "imprecise: the speedup's 95% interval is wider than +/-2% even after "
-                                        "timing past the budget; treat the speedup as the interval, not the point"])
+            rows.append(["timing flag", "imprecise: the timing rounds left the speedup's 95% interval wider than "
+                                        "+/-2% when timing stopped; treat the speedup as the interval, not the point"])
         elif tf == "host-bound":
             rows.append(["timing flag", f"host-bound: the host needs {r.host_share:.2f}x the GPU's time to launch the "
                                         "forward, so the time follows the CPU"])

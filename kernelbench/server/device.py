@@ -85,7 +85,7 @@ def serve_device(fd: int, device: str, sandbox: str, allow_network: bool) -> Non
                 result = evaluator.evaluate(job)
             except Exception as e:  # a bug of ours is a result, not a lost job
                 log.exception("evaluation of job %s failed", msg.get("id"))
-                result = crash_result(job, type(e).__name__, f"evaluator error: {e}")
+                result = crash_result(job, type(e).__name__, f"evaluator error: {e}", Stage.INFRASTRUCTURE)
             channel.send({"event": "result", "id": msg.get("id"), "result": result.model_dump(mode="json")})
     except ChannelClosed:
         return
