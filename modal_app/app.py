@@ -299,17 +299,22 @@ def evaluate_kernel(
 
 
 @app.local_entrypoint()
-def check(gpu: GpuName = "L40S", backend: Backend = "triton", verbose: bool = False):
-    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works."""
+def check(gpu: GpuName = "L40S", backend: Backend = "triton", hub: bool = False, verbose: bool = False):
+    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works.
+
+    ``--hub`` adds a level-4 style kernel on gpt2: the trusted fetch downloads it into the hub cache
+    Volume and the kernel is evaluated with the Volume read-only and no network.
+    """
     from modal_app import commands
 
     _setup_logging(verbose)
+    jobs = [commands.check_job(backend)] + ([commands.check_hub_job()] if hub else [])
     try:
         runner = runner_for(gpu)
-        (result,) = runner.run([commands.check_job(backend)], progress=False)
+        result, *hub_result = runner.run(jobs, progress=False)
     except KernelBenchError as e:
         _fail(e)
-    items = commands.check_report(result, gpu)
+    items = commands.check_report(result, gpu) + (commands.check_hub_report(hub_result[0]) if hub else [])
     print(commands.check_text(items))
     if not all(i.ok for i in items):
         raise SystemExit(1)

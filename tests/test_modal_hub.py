@@ -559,3 +559,40 @@ def test_torch_wrapping_manual_seed_when_dynamo_loads_is_not_a_patch_but_a_forge
                  ("DYNAMO", "FORGED", "LYING"))
     assert lines["DYNAMO"] == "[]"
     assert "torch.manual_seed" in lines["FORGED"] and "torch.manual_seed" in lines["LYING"]
+
+
+@pytest.mark.slow
+def test_modal_check_hub_job_goes_through_the_fetch_and_reports_item_by_item(problems, offline_cache, app_module):
+    """``modal run modal_app/app.py::check --hub``: its job is routed like a level-4 kernel; on the tiny model
+    here (gpt2 on an account) every hub item of the report is ok, and a failed fetch is reported as such."""
+    import dataclasses
+
+    from modal_app.commands import CHECK_HUB_MODEL, check_hub_job, check_hub_report, check_text
+
+    real = check_hub_job()
+    from kernelbench.runners.modal_runner import hub_models_of
+
+    assert hub_models_of(real.problem) == (CHECK_HUB_MODEL,) and modal_blocker(real.problem) is None
+    tiny_code = real.problem.code.replace(f'"{CHECK_HUB_MODEL}"', f'"{MODEL_ID}"')
+    tiny = dataclasses.replace(real, problem=dataclasses.replace(real.problem, code=tiny_code),
+                               candidate_source=identity_candidate(tiny_code))
+    hub, fetch = MapStandIn(app_module.evaluate_hub_h100.local), MapStandIn(app_module.fetch_hub_models.local)
+    (result,) = ModalRunner(gpu="L40S", function=MapStandIn(job_to_wire_result), hub_function=hub,
+                            fetch_function=fetch).run([tiny], progress=False)
+    items = check_hub_report(result)
+    assert all(i.ok for i in items), check_text(items)
+    assert [c["models"] for c in fetch.calls] == [[MODEL_ID]] and len(hub.calls) == 1
+
+    failed = ModalRunner(gpu="L40S", function=MapStandIn(job_to_wire_result), hub_function=hub,
+                         fetch_function=MapStandIn(lambda p: {"wire_version": p["wire_version"], "models": [
+                             {"model_id": MODEL_ID, "error": "HTTPError: 401 gated"}]})).run([tiny], progress=False)
+    (item,) = check_hub_report(failed[0])
+    assert not item.ok and "401 gated" in item.detail
+
+
+def test_modal_run_check_lists_the_hub_option():
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app/app.py::check", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--hub" in proc.stdout
