@@ -596,3 +596,19 @@ def test_modal_run_check_lists_the_hub_option():
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--hub" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_hub_function_evaluates_and_times_a_level4_kernel_from_the_cache(problems, offline_cache, app_module):
+    """On a GPU: the hub function's body loads the model offline on both sides, checks and times the kernel."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    gpu_settings = EvalSettings(backend="torch", correctness_trials=2, measure_timing=True, timing_budget_s=0.5)
+    payload = job_to_wire(EvalJob(problem=problems.get(4, 1), candidate_source=identity_candidate(HUB_PROBLEM),
+                                  settings=gpu_settings), 0)
+    _, result = result_from_wire(app_module.evaluate_hub_h100.local(payload))
+    assert result.error is None and result.correct, result.error
+    assert result.runtime is not None and result.ref_runtime is not None
+    assert result.environment.device.startswith("cuda")
