@@ -612,3 +612,43 @@ def test_gpu_hub_function_evaluates_and_times_a_level4_kernel_from_the_cache(pro
     assert result.error is None and result.correct, result.error
     assert result.runtime is not None and result.ref_runtime is not None
     assert result.environment.device.startswith("cuda")
+
+
+def test_baselines_of_level4_problems_are_measured_after_the_fetch_and_a_failed_fetch_is_recorded(problems):
+    from kernelbench.runners.modal_runner import WIRE_VERSION, fetch_request_from_wire
+
+    sent: list[str] = []
+
+    def baseline_body(payload: dict) -> dict:
+        sent.append(payload["problem"]["name"])
+        return {"wire_version": WIRE_VERSION, "index": payload["index"], "entries": {}, "error": None}
+
+    def fetch_ok(payload: dict) -> dict:
+        return {"wire_version": WIRE_VERSION, "models": [
+            HubFetch(model_id=m, commit=COMMIT, files=["config.json", "model.safetensors"]).to_dict()
+            for m in fetch_request_from_wire(payload)]}
+
+    def fetch_gated(payload: dict) -> dict:
+        return {"wire_version": WIRE_VERSION, "models": [
+            HubFetch(model_id=m, error="GatedRepoError: 401").to_dict() for m in fetch_request_from_wire(payload)]}
+
+    todo = [problems.get(1, 1), problems.get(4, 1)]
+    fetch = MapStandIn(fetch_ok)
+    runner = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body), fetch_function=fetch)
+    outs = runner.measure_baselines(todo, ["eager"], SETTINGS, progress=False)
+    assert sorted(sent) == ["1_ReLU", "1_tiny-gpt2_bs2_seq16"] and [c["models"] for c in fetch.calls] == [[MODEL_ID]]
+    assert all(o is not None and o["error"] is None for o in outs)
+
+    sent.clear()
+    got: dict[int, dict] = {}
+    runner = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body),
+                         fetch_function=MapStandIn(fetch_gated))
+    outs = runner.measure_baselines(todo, ["eager"], SETTINGS, on_result=got.__setitem__, progress=False)
+    assert sent == ["1_ReLU"]  # the level-4 reference is not measured without its model
+    assert "GatedRepoError" in outs[1]["error"] and MODEL_ID in outs[1]["error"] and got[1] is outs[1]
+
+    sent.clear()
+    plain_only = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body),
+                             fetch_function=MapStandIn(lambda p: pytest.fail("no fetch without a hub problem")))
+    plain_only.measure_baselines([problems.get(1, 1)], ["eager"], SETTINGS, progress=False)
+    assert sent == ["1_ReLU"]
