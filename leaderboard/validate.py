@@ -188,6 +188,23 @@ def unencodable_strings(value: object, where: str = "$", limit: int = 20) -> lis
     return out
 
 
+def _runner_notes(report: FileReport, problem, key: str) -> None:
+    """Notes (severity info) for kernels whose problem needs more than torch: a hub model, or a package Modal lacks."""
+    from kernelbench.runners.modal_runner import hub_models_of, modal_blocker
+
+    blocker = modal_blocker(problem)
+    if blocker is not None:
+        report.add("info", "not-on-modal", f"{blocker}; on Modal it gets a not-runnable result and the other "
+                                           "kernels are evaluated", key=key)
+        return
+    models = hub_models_of(problem)
+    if models:
+        report.add("info", "needs-hub",
+                   f"loads {', '.join(models)} from the Hugging Face hub (needs {', '.join(problem.requirements)}): on "
+                   "Modal a trusted function caches the model first and the kernel reads it read-only, offline; on a "
+                   "local GPU the model must be in the hub cache (HF_HUB_CACHE) or the hub reachable", key=key)
+
+
 def _check_kernel(report: FileReport, key: str, source: object, problems: ProblemSet,
                   meta_backend: str | None, guard: GuardFn | None, seen: set[tuple[int, int]]) -> None:
     try:
@@ -212,12 +229,7 @@ def _check_kernel(report: FileReport, key: str, source: object, problems: Proble
             seen.add((k.level, k.problem_id))
             lv = str(k.level)
             report.kernels_per_level[lv] = report.kernels_per_level.get(lv, 0) + 1
-            needs = problems.get(k.level, k.problem_id).requirements
-            if needs:
-                report.add("info", "needs-hub",
-                           f"needs {', '.join(needs)} and the model from the Hugging Face hub: evaluated on a local "
-                           "GPU only; on Modal it gets a not-runnable result and the other kernels are evaluated",
-                           key=key)
+            _runner_notes(report, problems.get(k.level, k.problem_id), key)
     if not isinstance(source, str):
         report.add("error", "kernel-type", f"the kernel must be a string of Python source, got {_json_type(source)}",
                    key=key)

@@ -10,11 +10,14 @@ Entry points (each lists its options with ``--help``; docs/modal.md explains eve
 ``modal deploy modal_app/app.py`` makes the GPU functions available to
 ``kernelbench ... --runner modal`` without starting the app each time.
 
-One function per (kind, GPU type): ``evaluate_<gpu>`` and ``baselines_<gpu>``. Each runs in an
-image built for its GPU's architecture, with no network, no secrets, a per-input timeout (and, for
-``evaluate_<gpu>``, no Modal API access, no Volume and a fresh container per kernel), and
+One function per (kind, GPU type): ``evaluate_<gpu>``, ``evaluate_hub_<gpu>`` and ``baselines_<gpu>``.
+Each runs in an image built for its GPU's architecture, with no network, no secrets, a per-input
+timeout (and, for the two that run candidate code, no Modal API access and a fresh container per
+kernel; ``evaluate_<gpu>`` mounts no Volume, ``evaluate_hub_<gpu>`` only the hub cache, read-only), and
 retries that only ever fire for infrastructure failures: a kernel that fails comes back as a
-result, it never raises.
+result, it never raises. One CPU function, ``fetch_hub_models``, is trusted code only: it has the
+network (and, if configured, the ``HF_TOKEN`` secret) and writes hub models into the hub cache Volume
+before kernels of problems that load them (level 4) are sent.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from kernelbench.problems import SOURCES  # noqa: E402
 from kernelbench.results import BACKENDS, PRECISIONS  # noqa: E402
 from kernelbench.runners.modal_runner import APP_NAME, MODAL_GPUS, ModalRunner  # noqa: E402
 from modal_app import versions  # noqa: E402
-from modal_app.image import build_image, recipe_for  # noqa: E402
+from modal_app.image import build_image, recipe_for, recipe_for_fetch  # noqa: E402
 
 # Choices shown by `modal run ... --help`, taken from the library so they cannot drift.
 GpuName = Literal[MODAL_GPUS]
@@ -48,16 +51,26 @@ ToleranceMode = Literal[TOLERANCE_MODES]
 
 app = modal.App(APP_NAME)
 cache_volume = modal.Volume.from_name(versions.CACHE_VOLUME_NAME, create_if_missing=True)
+hub_volume = modal.Volume.from_name(versions.HUB_VOLUME_NAME, create_if_missing=True)
 IMAGES = {gpu: build_image(recipe_for(gpu)) for gpu in versions.GPUS}
+FETCH_IMAGE = build_image(recipe_for_fetch())
 
 
-def _function_options(gpu: str, timeout_s: int, untrusted: bool) -> dict:
+def _read_only(volume):
+    """The Volume mounted read-only (``with_mount_options`` in current Modal, ``read_only()`` before)."""
+    if hasattr(volume, "with_mount_options"):
+        return volume.with_mount_options(read_only=True)
+    return volume.read_only()
+
+
+def _function_options(gpu: str, timeout_s: int, untrusted: bool, hub: bool = False) -> dict:
     """Options of one GPU function. ``untrusted``: it runs candidate code (``evaluate_<gpu>``).
 
-    Such a container is a Restricted Function (no Modal API: no Volume, Queue, Dict or other Function;
+    Such a container is a Restricted Function (no Modal API: no Queue, Dict, Secret or other Function;
     docs/modal.md), serves one input and is thrown away (nothing one kernel leaves behind meets the next),
-    and mounts no Volume: its builds stay on its own disk, so no kernel can plant a build for another.
-    Baselines run only the trusted reference and keep the shared compile cache.
+    and mounts no writable Volume: its builds stay on its own disk, so no kernel can plant a build for
+    another. ``hub``: it also mounts the hub cache read-only (problems that load a hub model, level 4).
+    Baselines run only the trusted reference: the shared compile cache, and the hub cache read-only.
     """
     options = dict(
         image=IMAGES[gpu],
@@ -73,9 +86,19 @@ def _function_options(gpu: str, timeout_s: int, untrusted: bool) -> dict:
     )
     if untrusted:
         options.update(restrict_modal_access=True, single_use_containers=True)
+        if hub:
+            options.update(volumes={versions.HUB_MOUNT: _read_only(hub_volume)}, memory=versions.HUB_MEMORY_MIB)
     else:
-        options.update(volumes={versions.CACHE_MOUNT: cache_volume})
+        options.update(volumes={versions.CACHE_MOUNT: cache_volume, versions.HUB_MOUNT: _read_only(hub_volume)})
     return options
+
+
+def _hf_secrets() -> list:
+    """The HF token for the trusted fetch only: a Modal Secret named by ``$KB_MODAL_HF_SECRET``, if set."""
+    import os
+
+    name = os.environ.get(versions.HF_SECRET_ENV, "").strip()
+    return [modal.Secret.from_name(name, required_keys=["HF_TOKEN"])] if name else []
 
 
 def _cache_sync():
@@ -88,18 +111,34 @@ def _cache_sync():
     return CacheSync(roots, reload=cache_volume.reload, commit=cache_volume.commit)
 
 
-def _evaluate(payload: dict, gpu: str) -> dict:
+def _evaluate(payload: dict, gpu: str, hub: bool = False) -> dict:
     import os
 
+    from kernelbench.problems.hub import hub_cache_dir
     from modal_app import health, worker
 
     if worker.in_modal_container():
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        # No Volume here (see _function_options): builds and Triton's cache on the container's own disk.
+        # No writable Volume here (see _function_options): builds and Triton's cache on the container's own disk.
         os.environ["KERNELBENCH_CACHE_DIR"] = versions.LOCAL_CACHE_DIR + "/kernelbench"
         os.environ["TRITON_CACHE_DIR"] = versions.LOCAL_CACHE_DIR + "/triton"
-        return worker.evaluate_payload(payload, gpu=gpu, probe=health.probe_gpu)
-    return worker.evaluate_payload(payload, gpu=gpu)  # .local(): the CPU path, nothing to probe or sync
+        return worker.evaluate_payload(payload, gpu=gpu, probe=health.probe_gpu,
+                                       hub_cache=versions.HUB_CACHE_DIR if hub else None)
+    # .local(): the CPU path, nothing to probe or sync; the hub cache is this machine's ($HF_HUB_CACHE).
+    return worker.evaluate_payload(payload, gpu=gpu, hub_cache=hub_cache_dir() if hub else None)
+
+
+def _fetch(payload: dict) -> dict:
+    import os
+
+    from kernelbench.problems.hub import hub_cache_dir
+    from modal_app import worker
+
+    if worker.in_modal_container():
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return worker.fetch_hub_payload(payload, cache_dir=versions.HUB_CACHE_DIR,
+                                        token=os.environ.get("HF_TOKEN") or None, commit=hub_volume.commit)
+    return worker.fetch_hub_payload(payload, cache_dir=hub_cache_dir())  # .local(): this machine's hub cache
 
 
 def _baselines(payload: dict) -> dict:
@@ -133,6 +172,26 @@ def evaluate_b200(payload: dict) -> dict:
     return _evaluate(payload, "B200")
 
 
+@app.function(**_function_options("H100", versions.EVALUATE_TIMEOUT_S, untrusted=True, hub=True))
+def evaluate_hub_h100(payload: dict) -> dict:
+    return _evaluate(payload, "H100", hub=True)
+
+
+@app.function(**_function_options("A100-80GB", versions.EVALUATE_TIMEOUT_S, untrusted=True, hub=True))
+def evaluate_hub_a100_80gb(payload: dict) -> dict:
+    return _evaluate(payload, "A100-80GB", hub=True)
+
+
+@app.function(**_function_options("L40S", versions.EVALUATE_TIMEOUT_S, untrusted=True, hub=True))
+def evaluate_hub_l40s(payload: dict) -> dict:
+    return _evaluate(payload, "L40S", hub=True)
+
+
+@app.function(**_function_options("B200", versions.EVALUATE_TIMEOUT_S, untrusted=True, hub=True))
+def evaluate_hub_b200(payload: dict) -> dict:
+    return _evaluate(payload, "B200", hub=True)
+
+
 @app.function(**_function_options("H100", versions.BASELINES_TIMEOUT_S, untrusted=False))
 def baselines_h100(payload: dict) -> dict:
     return _baselines(payload)
@@ -153,11 +212,24 @@ def baselines_b200(payload: dict) -> dict:
     return _baselines(payload)
 
 
+@app.function(image=FETCH_IMAGE, timeout=versions.FETCH_TIMEOUT_S, startup_timeout=versions.STARTUP_TIMEOUT_S,
+              retries=modal.Retries(max_retries=versions.MAX_RETRIES, backoff_coefficient=2.0,
+                                    initial_delay=versions.RETRY_INITIAL_DELAY_S),
+              cpu=versions.FETCH_CPU_CORES, memory=versions.FETCH_MEMORY_MIB,
+              volumes={versions.HUB_MOUNT: hub_volume}, secrets=_hf_secrets())
+def fetch_hub_models(payload: dict) -> dict:
+    """Trusted: download hub models into the hub cache Volume. Runs no problem or candidate code."""
+    return _fetch(payload)
+
+
 EVALUATE_FUNCTIONS = {"H100": evaluate_h100, "A100-80GB": evaluate_a100_80gb, "L40S": evaluate_l40s,
                       "B200": evaluate_b200}
+EVALUATE_HUB_FUNCTIONS = {"H100": evaluate_hub_h100, "A100-80GB": evaluate_hub_a100_80gb, "L40S": evaluate_hub_l40s,
+                          "B200": evaluate_hub_b200}
 BASELINE_FUNCTIONS = {"H100": baselines_h100, "A100-80GB": baselines_a100_80gb, "L40S": baselines_l40s,
                       "B200": baselines_b200}
-if not tuple(EVALUATE_FUNCTIONS) == MODAL_GPUS == tuple(BASELINE_FUNCTIONS) == tuple(versions.GPUS):
+if not (tuple(EVALUATE_FUNCTIONS) == tuple(EVALUATE_HUB_FUNCTIONS) == MODAL_GPUS == tuple(BASELINE_FUNCTIONS)
+        == tuple(versions.GPUS)):
     raise RuntimeError("modal_app: the GPU functions do not match kernelbench.runners.modal_runner.MODAL_GPUS")
 
 
@@ -167,6 +239,7 @@ def runner_for(gpu: str) -> ModalRunner:
 
     name = canonical_gpu(gpu)
     return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name],
+                       hub_function=EVALUATE_HUB_FUNCTIONS[name], fetch_function=fetch_hub_models,
                        confirm=_print_estimate)
 
 
@@ -226,17 +299,22 @@ def evaluate_kernel(
 
 
 @app.local_entrypoint()
-def check(gpu: GpuName = "L40S", backend: Backend = "triton", verbose: bool = False):
-    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works."""
+def check(gpu: GpuName = "L40S", backend: Backend = "triton", hub: bool = False, verbose: bool = False):
+    """One cheap end-to-end run: build the image, evaluate and time one worked solution, say what works.
+
+    ``--hub`` adds a level-4 style kernel on gpt2: the trusted fetch downloads it into the hub cache
+    Volume and the kernel is evaluated with the Volume read-only and no network.
+    """
     from modal_app import commands
 
     _setup_logging(verbose)
+    jobs = [commands.check_job(backend)] + ([commands.check_hub_job()] if hub else [])
     try:
         runner = runner_for(gpu)
-        (result,) = runner.run([commands.check_job(backend)], progress=False)
+        result, *hub_result = runner.run(jobs, progress=False)
     except KernelBenchError as e:
         _fail(e)
-    items = commands.check_report(result, gpu)
+    items = commands.check_report(result, gpu) + (commands.check_hub_report(hub_result[0]) if hub else [])
     print(commands.check_text(items))
     if not all(i.ok for i in items):
         raise SystemExit(1)

@@ -356,3 +356,63 @@ def check_text(items: Sequence[CheckItem]) -> str:
     lines = [f"[{'ok' if i.ok else 'FAIL'}] {i.what}" + (f": {i.detail}" if i.detail else "") for i in items]
     verdict = "everything the check covers works" if all(i.ok for i in items) else "some of it does not work"
     return "\n".join([*lines, f"Modal check: {verdict}."])
+
+
+#: The hub check's model: the one official level-4 problems 7, 16 and 19 load (about 0.5 GB of weights).
+CHECK_HUB_MODEL = "gpt2"
+CHECK_HUB_PROBLEM = '''
+import torch
+from transformers import AutoModelForCausalLM, AutoConfig
+
+class Model(torch.nn.Module):
+    def __init__(self, model_name, config):
+        super().__init__()
+        self.model_name = model_name
+        self.config = config
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_name, config=self.config)
+
+    def forward(self, x):
+        return self.model(x).logits
+
+model_name = "MODEL"
+config = AutoConfig.from_pretrained(model_name)
+vocab_size = config.vocab_size
+sequence_length = 32
+batch_size = 1
+
+def get_inputs():
+    return [torch.randint(0, vocab_size, (batch_size, sequence_length))]
+
+def get_init_inputs():
+    return [model_name, config]
+'''.replace("MODEL", CHECK_HUB_MODEL)
+
+
+def check_hub_job() -> EvalJob:
+    """The hub check's job: an official-style level-4 problem on ``gpt2``, the reference itself as candidate.
+
+    It goes through the trusted fetch (download into the hub cache Volume) and ``evaluate_hub_<gpu>``
+    (the Volume read-only, no network): both sides load the model offline. Not timed: correctness only.
+    """
+    from kernelbench.problems.contract import extra_requirements, identity_candidate
+
+    problem = Problem(level=4, problem_id=1, name=f"check_{CHECK_HUB_MODEL}_bs1_seq32", code=CHECK_HUB_PROBLEM,
+                      source="modal-check", requirements=extra_requirements(CHECK_HUB_PROBLEM))
+    settings = EvalSettings(backend="torch", correctness_trials=2, measure_timing=False)
+    return EvalJob(problem=problem, candidate_source=identity_candidate(CHECK_HUB_PROBLEM), settings=settings)
+
+
+def check_hub_report(result: KernelResult) -> list[CheckItem]:
+    """What the hub job's result says about level 4 on Modal."""
+    if result.infrastructure_failure:
+        return [CheckItem(f"hub model {CHECK_HUB_MODEL} fetched by the trusted function and the level-4 style "
+                          "kernel evaluated", False, result.error.one_line() if result.error else "")]
+    env = result.environment
+    return [
+        CheckItem(f"hub model {CHECK_HUB_MODEL} fetched into the hub cache Volume and loaded offline, read-only",
+                  result.compiled, result.error.one_line() if result.error and not result.compiled else ""),
+        CheckItem("level-4 style kernel passed its correctness trials", result.correct,
+                  result.error.one_line() if result.error else ""),
+        CheckItem("the kernel ran without network", env is not None and env.network is not True,
+                  "" if env is not None and env.network is not True else "the result says the candidate had network"),
+    ]

@@ -71,9 +71,12 @@ def recipe_for(gpu: str) -> ImageRecipe:
         # so containers sharing the Volume never see half a build.
         "KERNELBENCH_CACHE_DIR": f"{versions.CACHE_MOUNT}/kernelbench",
         "TRITON_CACHE_DIR": f"{versions.CACHE_MOUNT}/triton",
-        # Candidate code has no network; make library lookups fail fast instead of hanging.
+        # Candidate code has no network; make library lookups fail fast instead of hanging. Problems that
+        # load a hub model read it from the hub cache Volume (read-only where it is mounted at all).
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_CACHE": versions.HUB_CACHE_DIR,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
         "PYTHONUNBUFFERED": "1",
     }
     return ImageRecipe(
@@ -83,6 +86,19 @@ def recipe_for(gpu: str) -> ImageRecipe:
         pip_steps=(torch_step, rest_step),
         env=env,
     )
+
+
+def recipe_for_fetch() -> ImageRecipe:
+    """The trusted hub fetch's image: the GPU images' layers (so nothing new is built), online.
+
+    Only the environment differs: the hub is reachable (no offline flags), and ``HF_HUB_CACHE`` is the
+    Volume the evaluation functions mount read-only.
+    """
+    from dataclasses import replace
+
+    base = recipe_for("H100")
+    env = {k: v for k, v in base.env.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    return replace(base, env=env)
 
 
 def shipped_file_matcher(patterns: tuple[str, ...]) -> Any:

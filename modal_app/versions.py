@@ -34,6 +34,15 @@ EVAL_PIP_PINS: tuple[str, ...] = (
 KERNEL_LIBRARY_PINS: tuple[str, ...] = (
     "nvidia-cutlass-dsl[cu13]==4.8.1",
 )
+#: Packages some problems import (``kernelbench.runners.modal_runner.MODAL_IMAGE_MODULES``): official
+#: level 3's Mamba problems import einops; level 4 loads its models with transformers from the hub cache
+#: (huggingface_hub and safetensors pinned with it, the versions the CPU test suite loads the cache with).
+PROBLEM_PIP_PINS: tuple[str, ...] = (
+    "einops==0.8.2",
+    "transformers==5.24.0",
+    "huggingface_hub==2.4.0",
+    "safetensors==0.8.0",
+)
 APT_PACKAGES: tuple[str, ...] = ("build-essential", "ninja-build")
 
 #: Where the compile-cache Volume is mounted in every GPU container.
@@ -41,6 +50,22 @@ CACHE_MOUNT = "/cache"
 CACHE_VOLUME_NAME = "kernelbench-compile-cache"
 #: Where an evaluate container (no Volume) keeps its builds and Triton's cache.
 LOCAL_CACHE_DIR = "/tmp/kb-cache"
+#: The hub cache Volume: model configs and weights for problems that load a hub model (level 4), written
+#: only by the trusted ``fetch_hub_models`` and mounted read-only where kernels are evaluated or measured.
+HUB_VOLUME_NAME = "kernelbench-hub-cache"
+HUB_MOUNT = "/hub"
+#: ``HF_HUB_CACHE`` in every container: the hub's own cache layout, inside the Volume.
+HUB_CACHE_DIR = f"{HUB_MOUNT}/hf"
+#: Name of the local environment variable that, when set at ``modal run`` / ``modal deploy`` time, names
+#: a Modal Secret (holding ``HF_TOKEN``) given to ``fetch_hub_models`` and to no other function. Unset:
+#: no secret at all (every official level-4 model is public).
+HF_SECRET_ENV = "KB_MODAL_HF_SECRET"
+#: Seconds the trusted fetch may take (the largest official level-4 model, gpt-neo-2.7B, is ~10 GB).
+FETCH_TIMEOUT_S = 60 * 60
+FETCH_CPU_CORES = 2.0
+FETCH_MEMORY_MIB = 4096
+#: A hub model is loaded by the reference and the candidate worker, each through host memory first.
+HUB_MEMORY_MIB = 65536
 
 #: Seconds one evaluation may take in total. The evaluator enforces its own, shorter limits per
 #: stage (compile 600 s, others 120 s); this is only the backstop for a harness that hangs.
@@ -105,4 +130,4 @@ GPUS: dict[str, GpuSpec] = {
 def pip_pins() -> tuple[str, ...]:
     """torch and triton first (from PyTorch's CUDA 13.0 index), then the rest."""
     return (f"torch=={TORCH_VERSION}+{TORCH_CUDA_TAG}", f"triton=={TRITON_VERSION}", *EVAL_PIP_PINS,
-            *KERNEL_LIBRARY_PINS)
+            *KERNEL_LIBRARY_PINS, *PROBLEM_PIP_PINS)

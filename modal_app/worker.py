@@ -191,17 +191,38 @@ def harness_failure(job: EvalJob, exc: BaseException) -> KernelResult:
     )
 
 
+def hub_not_ready(job: EvalJob, hub_cache: str | Path) -> KernelResult | None:
+    """An infrastructure result when the hub cache lacks a model the job's problem loads, else None.
+
+    The trusted fetch runs before any such job is sent; a model missing here means it failed or the
+    Volume was emptied since. Said plainly, rather than as the candidate's import error.
+    """
+    from kernelbench.problems.hub import hub_needs, missing_models
+
+    missing = missing_models(hub_needs(job.problem.code).models, hub_cache)
+    if not missing:
+        return None
+    return harness_failure(job, RuntimeError(
+        f"hub model(s) {', '.join(missing)} not in the hub cache at {hub_cache}: the trusted fetch "
+        "(fetch_hub_models) did not put them there; run again to fetch and retry"))
+
+
 def evaluate_payload(payload: dict[str, Any], *, gpu: str, evaluate_fn: Evaluate | None = None,
                      probe: Probe | None = None, stop: Callable[[], None] | None = None,
-                     cache: CacheSync | None = None) -> dict[str, Any]:
+                     cache: CacheSync | None = None, hub_cache: str | Path | None = None) -> dict[str, Any]:
     """Evaluate one wire job and return the wire result.
 
     ``probe`` checks the GPU in a fresh process; pass None where there is no GPU to check (the
     CPU path). ``stop`` retires the container. Raising is reserved for infrastructure faults
     (the GPU was already broken), which Modal retries on another container; a kernel that
-    fails, crashes or hangs returns a result and is never retried.
+    fails, crashes or hangs returns a result and is never retried. ``hub_cache``: the read-only
+    hub cache, checked for the problem's models before anything runs.
     """
     index, job = job_from_wire(payload)
+    if hub_cache is not None:
+        not_ready = hub_not_ready(job, hub_cache)
+        if not_ready is not None:
+            return result_to_wire(index, not_ready)
     stop = stop or stop_fetching_inputs
     snapshot = cache.before() if cache is not None else frozenset()
     try:
@@ -228,6 +249,24 @@ def evaluate_payload(payload: dict[str, Any], *, gpu: str, evaluate_fn: Evaluate
     if cache is not None:
         cache.after(snapshot)
     return result_to_wire(index, result)
+
+
+def fetch_hub_payload(payload: dict[str, Any], *, cache_dir: str | Path, token: str | None = None,
+                      endpoint: str | None = None, commit: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The trusted fetch: put the requested hub models into ``cache_dir`` and say, per model, how it went.
+
+    Runs no problem or candidate code, only the hub client. ``commit`` publishes the Volume once
+    something new was downloaded, so that containers started afterwards see it.
+    """
+    from kernelbench.problems.hub import fetch_models
+    from kernelbench.runners.modal_runner import fetch_request_from_wire
+
+    models = fetch_request_from_wire(payload)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    fetched = fetch_models(models, cache_dir, token=token, endpoint=endpoint)
+    if commit is not None and any(f.ok and not f.cached for f in fetched):
+        commit()
+    return {"wire_version": WIRE_VERSION, "models": [f.to_dict() for f in fetched]}
 
 
 MeasureFn = Callable[..., dict]

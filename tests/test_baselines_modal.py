@@ -50,7 +50,7 @@ def get_init_inputs():
 NEEDS = """
 import torch
 import torch.nn as nn
-from transformers import GPT2Config
+import not_a_real_package_kb
 
 class Model(nn.Module):
     def forward(self, x):
@@ -101,7 +101,7 @@ def test_modal_results_are_merged_failures_recorded_and_resume_sends_only_what_i
     report = measure_into_via_modal(BaselineFile.open(out), problems, ["eager"], settings, runner, progress=False)
     assert [(p["problem"]["name"], p["modes"]) for p in fn.payloads] == [("1_ReLU", ["eager"]), ("2_Broken", ["eager"])]
     assert report.count("measured") == 1 and [o.filename for o in report.failures] == ["3_Needs.py", "2_Broken.py"]
-    assert "needs transformers and downloads its model from the Hugging Face hub; the Modal image does not install them" in report.failures[0].error
+    assert "needs not_a_real_package_kb, which the Modal image does not install" in report.failures[0].error
     assert "inputs cannot be made" in report.failures[1].error
     data = json.loads(out.read_text())
     assert data["level1"]["1_ReLU.py"]["device"] == "cpu" and data["level1"]["1_ReLU.py"]["num_trials"] >= 5

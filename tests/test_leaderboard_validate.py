@@ -259,30 +259,68 @@ def test_text_that_is_not_valid_unicode_is_a_validation_error_not_a_traceback(tm
     assert "lone surrogate" in md.read_text(encoding="utf-8")
 
 
-def test_validate_names_the_kernels_that_need_the_hub(tmp_path):
-    """Level-4 kernels (transformers + a hub download) pass validation, each with a note that Modal cannot run it."""
-    from kernelbench.problems import load_problems
-    from kernelbench.solutions import submission_kernels
+HUB_PROBLEM = """
+import torch
+from transformers import AutoModelForCausalLM, AutoConfig
 
-    builtin = load_problems("builtin")
-    kernels = dict(submission_kernels("triton"))
+class Model(torch.nn.Module):
+    def __init__(self, model_name, config):
+        super().__init__()
+        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
+
+    def forward(self, x):
+        return self.model(x).logits
+
+model_name = "gpt2"
+config = AutoConfig.from_pretrained(model_name)
+
+def get_inputs():
+    return [torch.randint(0, 10, (1, 8))]
+
+def get_init_inputs():
+    return [model_name, config]
+"""
+
+
+def _problems_with_level4(root: Path) -> Path:
+    """The fixture problems, plus an official-style level-4 problem (a hub model) and one needing a package
+    the Modal image lacks. Validation never runs them: no transformers or network needed."""
+    import shutil
+
+    shutil.copytree(F.PROBLEMS_DIR, root)
+    (root / "level4").mkdir()
+    (root / "level4" / "1_gpt2_bs1_seq8.py").write_text(HUB_PROBLEM)
+    (root / "level4" / "2_needs_pkg.py").write_text("import not_a_real_package_kb\n" + HUB_PROBLEM)
+    return root
+
+
+def test_validate_names_the_kernels_that_need_the_hub_or_cannot_run_on_modal(tmp_path):
+    """Level-4 kernels pass validation, each with a note: which hub model it loads and how Modal serves it,
+    or why Modal cannot run it at all."""
+    from kernelbench.problems import load_directory
+
+    problems = load_directory(_problems_with_level4(tmp_path / "problems"))
+    kernels = dict(F.submission_dict()["kernels"])
     l4_source = next(iter(kernels.values()))  # any valid ModelNew: validation does not run it
+    kernels["level_4_problem_1_sample_0"] = l4_source
     kernels["level_4_problem_2_sample_0"] = l4_source
     path = F.write_submission(tmp_path / "with_l4.json", F.submission_dict(kernels=kernels))
-    report = validate_file(path, builtin, use_guard=False)
-    notes = [i for i in report.issues if i.code == "needs-hub"]
-    assert [i.key for i in notes] == ["level_4_problem_2_sample_0"]
-    assert notes[0].severity == "info" and "transformers" in notes[0].message and "Modal" in notes[0].message
-    assert "needs-hub" not in codes(report)  # not an error
+    report = validate_file(path, problems, use_guard=False)
+    (hub,) = [i for i in report.issues if i.code == "needs-hub"]
+    assert hub.key == "level_4_problem_1_sample_0" and hub.severity == "info"
+    assert "gpt2" in hub.message and "transformers" in hub.message and "Modal" in hub.message
+    (blocked,) = [i for i in report.issues if i.code == "not-on-modal"]
+    assert blocked.key == "level_4_problem_2_sample_0" and "not_a_real_package_kb" in blocked.message
+    assert "needs-hub" not in codes(report) and "not-on-modal" not in codes(report)  # notes, not errors
+    assert report.passed
 
 
 def test_cli_validate_prints_which_kernels_need_the_hub(tmp_path):
-    from kernelbench.solutions import submission_kernels
-
-    kernels = dict(submission_kernels("triton"))
+    kernels = dict(F.submission_dict()["kernels"])
     kernels["level_4_problem_1_sample_0"] = next(iter(kernels.values()))
     path = F.write_submission(tmp_path / "l4.json", F.submission_dict(kernels=kernels))
-    proc = _cli("validate", str(path), "--no-guard", "--source", "builtin")
+    root = _problems_with_level4(tmp_path / "problems")
+    proc = _cli("validate", str(path), "--no-guard", "--source", "directory", "--path", str(root))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if "[needs-hub]" in ln]
-    assert "level_4_problem_1_sample_0" in line and "Hugging Face hub" in line
+    assert "level_4_problem_1_sample_0" in line and "gpt2" in line and "Hugging Face hub" in line

@@ -62,11 +62,12 @@ def test_gpu_function_options(app_module, gpu, kind):
     if kind == "evaluate":  # candidate code: a Restricted Function, one kernel per container, no Volume
         assert info.restrict_modal_access is True and info.single_use_containers is True
         assert info.volumes == {}
-    else:  # the trusted reference only: the shared compile cache
+    else:  # the trusted reference only: the shared compile cache, and the hub cache read-only (level 4)
         assert info.restrict_modal_access is False and info.single_use_containers is False
-        assert list(info.volumes) == ["/cache"]
+        assert sorted(info.volumes) == ["/cache", "/hub"]
         assert info.volumes["/cache"].name == "kernelbench-compile-cache"
         assert info.volumes["/cache"].read_only is False
+        assert info.volumes["/hub"].name == "kernelbench-hub-cache" and info.volumes["/hub"].read_only is True
 
 
 @pytest.mark.parametrize("gpu", MODAL_GPUS)

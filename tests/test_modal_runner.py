@@ -440,12 +440,13 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
 
 
 def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_evaluated(problems):
-    """A level-4 style problem (extra packages, hub download) is not sent; the other kernels are."""
+    """A problem that imports a package the Modal image lacks is not sent; the other kernels are.
+    (Level 4, transformers and a hub model, does run: tests/test_modal_hub.py.)"""
     import dataclasses
 
     from kernelbench.runners.modal_runner import NOT_RUNNABLE_TYPE
 
-    hub = dataclasses.replace(problems.get(1, 1), requirements=("transformers",))
+    hub = dataclasses.replace(problems.get(1, 1), requirements=("not_a_real_package_kb",))
     jobs = [job(problems, 2), EvalJob(problem=hub, candidate_source=GOOD[1], settings=SETTINGS), job(problems, 3)]
     fn = InProcessFunction(echo_body)
     estimates = []
@@ -456,7 +457,7 @@ def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_e
     assert len(fn.calls) == 2 and estimates == [2]  # only the runnable kernels are sent and priced
     blocked = results[1]
     assert blocked.error.type == NOT_RUNNABLE_TYPE and blocked.error.stage == Stage.LOAD
-    assert "needs transformers" in blocked.error.message and "local GPU" in blocked.error.message
+    assert "needs not_a_real_package_kb" in blocked.error.message and "local GPU" in blocked.error.message
     assert not is_remote_failure(blocked)  # a verdict for this runner, not an infrastructure failure to retry
     assert results[0].error is None or results[0].error.type != NOT_RUNNABLE_TYPE
 

@@ -111,10 +111,10 @@ def _package_data_files(package: str) -> set[Path]:
 
 
 def test_every_function_ships_the_same_files(app_module):
-    from kernelbench.runners.modal_runner import MODAL_GPUS, function_name
+    from kernelbench.runners.modal_runner import FETCH_FUNCTION, FUNCTION_KINDS, MODAL_GPUS, function_name
 
-    sets = {name: set(shipped_files(getattr(app_module, name)))
-            for name in (function_name(kind, gpu) for gpu in MODAL_GPUS for kind in ("evaluate", "baselines"))}
+    names = [function_name(kind, gpu) for gpu in MODAL_GPUS for kind in FUNCTION_KINDS] + [FETCH_FUNCTION]
+    sets = {name: set(shipped_files(getattr(app_module, name))) for name in names}
     first = next(iter(sets.values()))
     assert first, "no local files shipped at all"
     for name, files in sets.items():
@@ -239,3 +239,36 @@ def test_gpu_baselines_function_measures_from_the_shipped_files(shipped_root, tm
     out = _run_payload(shipped_root, tmp_path, payload, BASELINES_IN_CONTAINER, {})
     assert out["error"] is None, out["error"]
     assert EAGER in out["entries"]
+
+
+EVALUATE_HUB_IN_CONTAINER = """
+    import json
+    import modal_app.app as app
+    payload = json.load(open("payload.json"))
+    print("RESULT " + json.dumps(app.evaluate_hub_h100.local(payload)))
+"""
+
+
+@pytest.mark.slow
+def test_evaluate_hub_function_runs_a_level4_kernel_from_the_shipped_files(shipped_root, tmp_path):
+    """``evaluate_hub_<gpu>`` from the shipped files alone: a level-4 style problem loads its model from a hub
+    cache on disk (``HF_HUB_CACHE``, offline), as it does from the read-only Volume on Modal."""
+    pytest.importorskip("transformers")
+    from test_modal_hub import HUB_PROBLEM, lay_out_cache, tiny_model_files, world_readable
+
+    from kernelbench.evaluation.settings import EvalJob, EvalSettings
+    from kernelbench.problems.contract import extra_requirements, identity_candidate
+    from kernelbench.problems.model import Problem
+    from kernelbench.runners.modal_runner import job_to_wire, result_from_wire
+
+    cache = tmp_path / "hub"
+    lay_out_cache(cache, tiny_model_files(tmp_path / "model"))
+    world_readable(cache)
+    problem = Problem(level=4, problem_id=1, name="1_tiny-gpt2", code=HUB_PROBLEM,
+                      requirements=extra_requirements(HUB_PROBLEM))
+    job = EvalJob(problem=problem, candidate_source=identity_candidate(HUB_PROBLEM),
+                  settings=EvalSettings(backend="torch", correctness_trials=1, measure_timing=False))
+    out = _run_payload(shipped_root, tmp_path, job_to_wire(job, 0), EVALUATE_HUB_IN_CONTAINER,
+                       {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"})
+    _, result = result_from_wire(out)
+    assert result.error is None and result.correct, result.error

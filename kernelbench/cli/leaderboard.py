@@ -117,7 +117,7 @@ def _validate(args: argparse.Namespace) -> int:
     if not args.quiet:
         for f in report.files:
             for i in f.issues:
-                if (i.severity == "info" and i.code != "needs-hub") or i.code == "missing-problems":
+                if (i.severity == "info" and i.code not in ("needs-hub", "not-on-modal")) or i.code == "missing-problems":
                     continue
                 where = f" {i.key}" if i.key else ""
                 line = f" line {i.line}" if i.line else ""

@@ -12,7 +12,8 @@ another candidate loads. So candidate and compile workers run inside ``bwrap`` w
   ``/run``, the temporary directories and the evaluator's working directory hidden behind empty
   tmpfs mounts; the Python environment and the ``kernelbench`` package exposed again read-only;
   one private writable scratch directory and one private build directory; the extension cache
-  read-only; the GPU device nodes passed through,
+  and an explicit ``HF_HUB_CACHE`` (hub models of level-4 problems) read-only; the GPU device nodes
+  passed through,
 * an unprivileged user: when the evaluator is root, bwrap keeps only CAP_SETUID/CAP_SETGID and
   ``setpriv`` switches to ``nobody`` before Python starts (a user namespace mapped to root would
   still own every root file); otherwise an unprivileged user namespace keeps the caller's uid.
@@ -175,12 +176,26 @@ def hidden_paths() -> list[str]:
     return sorted(set(out), key=lambda p: (p.count("/"), p))
 
 
+def hub_cache_path() -> str | None:
+    """The Hugging Face hub cache the evaluator was pointed at with ``HF_HUB_CACHE``, if it exists.
+
+    Problems that load a hub model (level 4) import it on the candidate side too, offline: a sandboxed
+    candidate sees this folder read-only (on Modal, the hub cache Volume). Only an explicit
+    ``HF_HUB_CACHE`` is shown; the default under the user's home stays hidden with the rest of it.
+    """
+    path = os.environ.get("HF_HUB_CACHE")
+    return os.path.abspath(path) if path and os.path.isdir(path) else None
+
+
 def exposed_paths(cache_root: str | None) -> list[tuple[str, bool]]:
     """``(path, writable)`` binds that must show through the hidden folders (read-only unless noted)."""
     hidden = hidden_paths()
     binds = [(p, False) for p in _python_paths() + [_package_dir()]]
     if cache_root:
         binds.append((cache_root, False))
+    hub = hub_cache_path()
+    if hub:
+        binds.append((hub, False))
     out = []
     for path, rw in binds:
         if any(_under(path, h) for h in hidden):

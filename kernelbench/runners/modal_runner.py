@@ -61,9 +61,14 @@ def canonical_gpu(gpu: str) -> str:
     raise KernelBenchError(f"unknown Modal GPU {gpu!r} (choose from {', '.join(MODAL_GPUS)})")
 
 
+#: The kinds of GPU function: ``evaluate`` (candidate code, no Volume), ``evaluate_hub`` (candidate code
+#: for problems that load a hub model: the hub cache Volume mounted read-only) and ``baselines``.
+FUNCTION_KINDS: tuple[str, ...] = ("evaluate", "evaluate_hub", "baselines")
+
+
 def function_name(kind: str, gpu: str) -> str:
     """``evaluate_h100``, ``baselines_a100_80gb``: one Modal function per (kind, GPU type)."""
-    if kind not in ("evaluate", "baselines"):
+    if kind not in FUNCTION_KINDS:
         raise ValueError(f"unknown Modal function kind {kind!r}")
     return f"{kind}_{canonical_gpu(gpu).lower().replace('-', '_')}"
 
@@ -179,27 +184,78 @@ def result_from_wire(data: Any) -> tuple[int, KernelResult]:
         raise WireFormatError(f"malformed result payload: {e}") from None
 
 
-#: Error type of a result for a kernel whose problem cannot run on Modal (level 4: packages and
-#: model downloads the GPU image and its network-less functions do not have).
+#: Error type of a result for a kernel whose problem cannot run on Modal (a package the image lacks,
+#: or a hub model the source does not name).
 NOT_RUNNABLE_TYPE = "NotRunnableOnModal"
+#: Packages beyond the evaluator's own that the Modal image installs, by import name, for problems
+#: that need them (official level 3 imports einops, level 4 transformers). ``tests/test_modal_app.py``
+#: checks the image pins a distribution for each.
+MODAL_IMAGE_MODULES: tuple[str, ...] = ("einops", "transformers")
+#: The trusted function that fills the hub cache Volume (``modal_app/app.py``).
+FETCH_FUNCTION = "fetch_hub_models"
+
+
+def hub_models_of(problem: Problem) -> tuple[str, ...]:
+    """The hub models a problem loads (official level 4), read from its source."""
+    from kernelbench.problems.hub import hub_needs
+
+    return hub_needs(problem.code).models
 
 
 def modal_blocker(problem: Problem) -> str | None:
-    """Why ``problem`` cannot run in the Modal GPU functions, or None if it can."""
-    if problem.requirements:
-        return (f"level {problem.level} problem {problem.problem_id} ({problem.name}) needs "
-                f"{', '.join(problem.requirements)} and downloads its model from the Hugging Face hub; the Modal "
-                "image does not install them and GPU functions have no network: evaluate it on a local GPU "
-                "(--runner local)")
+    """Why ``problem`` cannot run in the Modal GPU functions, or None if it can.
+
+    A problem that loads a hub model can run: the trusted fetch puts the model into the hub cache
+    Volume first, and the evaluation reads it offline. It cannot when it imports a package the image
+    does not install, or loads a model whose id its source does not spell out (nothing to fetch).
+    """
+    from kernelbench.problems.hub import hub_needs
+
+    missing = [r for r in problem.requirements if r not in MODAL_IMAGE_MODULES]
+    where = f"level {problem.level} problem {problem.problem_id} ({problem.name})"
+    if missing:
+        return (f"{where} needs {', '.join(missing)}, which the Modal image does not install: evaluate it on a "
+                "local GPU (--runner local)")
+    needs = hub_needs(problem.code)
+    if needs.unresolved:
+        return (f"{where} loads a Hugging Face model its source does not name ({', '.join(needs.unresolved)}), so "
+                "it cannot be fetched for the network-less GPU functions: evaluate it on a local GPU (--runner local)")
     return None
 
 
 def check_runnable_on_modal(problems: Iterable[Problem]) -> None:
-    """Refuse, before anything is sent, problems that need packages or network the image lacks."""
+    """Refuse, before anything is sent, problems that need packages the image lacks."""
     for p in problems:
         reason = modal_blocker(p)
         if reason:
             raise KernelBenchError(reason)
+
+
+def fetch_request_to_wire(models: Sequence[str]) -> dict[str, Any]:
+    return {"wire_version": WIRE_VERSION, "models": sorted(set(models))}
+
+
+def fetch_request_from_wire(data: Any) -> list[str]:
+    _check_version(data, "hub fetch payload")
+    models = data.get("models")
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise WireFormatError("hub fetch payload: models must be a list of model ids")
+    return models
+
+
+def fetch_reply_from_wire(data: Any, asked: Sequence[str]) -> dict[str, str | None]:
+    """Model id -> None (in the cache) or why not, for every model asked about."""
+    from kernelbench.problems.hub import HubFetch
+
+    _check_version(data, "hub fetch reply")
+    got: dict[str, str | None] = {}
+    for entry in data.get("models") or []:
+        try:
+            fetch = HubFetch.from_dict(entry)
+        except TypeError as e:
+            raise WireFormatError(f"malformed hub fetch entry: {e}") from None
+        got[fetch.model_id] = None if fetch.ok else (fetch.error or "not fetched")
+    return {m: got.get(m, "the fetch function did not answer for this model") for m in asked}
 
 
 def not_runnable_result(job: EvalJob, message: str, runner: str) -> KernelResult:
@@ -256,15 +312,21 @@ class ModalRunner:
     def __init__(self, gpu: str = "H100", function: Any = None, app_name: str = APP_NAME,
                  baselines_function: Any = None, devices: Sequence[str] | None = None,
                  max_containers: int | None = None, max_cost_usd: float | None = None,
-                 confirm: Callable[[Any], bool] | None = None, dry_run: bool = False):
+                 confirm: Callable[[Any], bool] | None = None, dry_run: bool = False,
+                 hub_function: Any = None, fetch_function: Any = None):
         """``confirm(estimate)`` sees the :class:`~kernelbench.runners.modal_cost.CostEstimate` before
         anything is dispatched and returns False to send nothing; ``dry_run`` sends nothing after it.
         ``max_containers`` caps Modal's parallelism; ``max_cost_usd`` dispatches in batches and stops
-        before the batch whose estimate would take the spend (measured so far) past the cap."""
+        before the batch whose estimate would take the spend (measured so far) past the cap.
+        ``hub_function`` evaluates kernels of problems that load a hub model (the hub cache mounted
+        read-only) and ``fetch_function`` (trusted: network, optional HF token) fills that cache first;
+        both default to the app's functions, like ``function``."""
         self.gpu = canonical_gpu(gpu)
         self.app_name = app_name
         self._function = function
         self._baselines_function = baselines_function
+        self._hub_function = hub_function
+        self._fetch_function = fetch_function
         if max_containers is not None and max_containers < 1:
             raise KernelBenchError("--max-containers must be at least 1")
         if max_cost_usd is not None and max_cost_usd <= 0:
@@ -286,18 +348,25 @@ class ModalRunner:
 
     # -- function resolution ------------------------------------------------------------------
     @contextlib.contextmanager
-    def _resolve(self, kind: str, given: Any) -> Iterator[Any]:
-        if given is not None:
-            yield given
+    def _resolve_all(self, wanted: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Modal function name -> callable, for every name in ``wanted`` (given objects are used as they are).
+
+        The rest come from the deployed app, or, when it is not deployed, from one ephemeral run of
+        ``modal_app/app.py`` for the length of the block (started once, however many are needed).
+        """
+        found = {name: fn for name, fn in wanted.items() if fn is not None}
+        todo = [name for name in wanted if name not in found]
+        if not todo:
+            yield found
             return
         require_modal_token()
-        fn_name = function_name(kind, self.gpu)
-        deployed = _lookup_deployed(self.app_name, fn_name)
-        if deployed is not None:
-            log.info("using deployed Modal function %s.%s", self.app_name, fn_name)
-            yield deployed
+        deployed = {name: _lookup_deployed(self.app_name, name) for name in todo}
+        if all(fn is not None for fn in deployed.values()):
+            log.info("using deployed Modal functions %s", ", ".join(f"{self.app_name}.{n}" for n in todo))
+            yield {**found, **deployed}
             return
-        log.info("Modal app %r is not deployed; running it ephemerally for this command", self.app_name)
+        log.info("Modal app %r is not deployed (or is older than this client); running it ephemerally for this "
+                 "command", self.app_name)
         try:
             app_module = importlib.import_module("modal_app.app")
         except ImportError as e:
@@ -310,7 +379,30 @@ class ModalRunner:
                 stack.enter_context(app_module.app.run())
             except Exception as e:  # auth, quota, image build: one line, not a traceback
                 raise KernelBenchError(f"cannot start the Modal app {self.app_name!r}: {describe_exception(e)}") from None
-            yield getattr(app_module, fn_name)
+            yield {**found, **{name: getattr(app_module, name) for name in todo}}
+
+    @contextlib.contextmanager
+    def _resolve(self, kind: str, given: Any) -> Iterator[Any]:
+        name = function_name(kind, self.gpu)
+        with self._resolve_all({name: given}) as fns:
+            yield fns[name]
+
+    # -- hub models ---------------------------------------------------------------------------
+    def _fetch_hub(self, fetch_fn: Any, models: Sequence[str]) -> dict[str, str | None]:
+        """Have the trusted function put ``models`` into the hub cache; model -> None or why it failed."""
+        if not models:
+            return {}
+        log.info("fetching %d hub model(s) into the cache Volume: %s", len(models), ", ".join(models))
+        try:
+            reply = fetch_fn.remote(fetch_request_to_wire(models))
+            status = fetch_reply_from_wire(reply, models)
+        except Exception as e:  # the function itself failed (after Modal's retries), or answered garbage
+            reason = f"the trusted hub fetch failed: {describe_exception(e)}"
+            return {m: reason for m in models}
+        for model, error in status.items():
+            if error:
+                log.warning("hub model %s is not available: %s", model, error)
+        return status
 
     # -- evaluation ---------------------------------------------------------------------------
     def run(self, jobs: Sequence[EvalJob], on_result: ResultCallback | None = None,
@@ -320,42 +412,74 @@ class ModalRunner:
         A job whose container failed (after Modal's own retries) gets a failed result of type
         ``RemoteError`` rather than disappearing. If the map itself breaks off, the results
         delivered so far have been passed to ``on_result`` and a KernelBenchError says how many.
+
+        Kernels of problems that cannot run on Modal get their own ``NotRunnableOnModal`` result
+        and are not sent. Kernels of problems that load a hub model go, after the trusted fetch has
+        put those models into the hub cache Volume, to ``evaluate_hub_<gpu>``, which mounts it
+        read-only; where the fetch failed, the kernel gets an infrastructure result (run again to retry).
         """
         all_jobs = list(jobs)
         if not all_jobs:
             return []
-        # Kernels whose problem cannot run here get their own failed result; the rest are evaluated.
         out: list[KernelResult | None] = [None] * len(all_jobs)
-        runnable: list[int] = []
+
+        def deliver(i: int, result: KernelResult) -> None:
+            out[i] = result
+            if on_result is not None:
+                on_result(i, result)
+
+        plain: list[int] = []
+        hub: list[int] = []
+        blocked: dict[int, str] = {}
         for i, job in enumerate(all_jobs):
             reason = modal_blocker(job.problem)
-            if reason is None:
-                runnable.append(i)
-        if len(runnable) < len(all_jobs):
-            log.warning("%d kernel(s) cannot run on Modal and get a not-runnable result",
-                        len(all_jobs) - len(runnable))
-        jobs = [all_jobs[i] for i in runnable]
-        if jobs:
-            self._approve(jobs)
+            if reason is not None:
+                blocked[i] = reason
+            else:
+                (hub if hub_models_of(job.problem) else plain).append(i)
+        if blocked:
+            log.warning("%d kernel(s) cannot run on Modal and get a not-runnable result", len(blocked))
+        if plain or hub:
+            self._approve([all_jobs[i] for i in plain + hub])
+        for i, reason in blocked.items():
+            deliver(i, not_runnable_result(all_jobs[i], reason, self.label))
+        if not (plain or hub):
+            return [r for r in out if r is not None]
 
-        def deliver(k: int, result: KernelResult) -> None:
-            out[runnable[k]] = result
-            if on_result is not None:
-                on_result(runnable[k], result)
+        wanted = {}
+        if plain:
+            wanted[function_name("evaluate", self.gpu)] = self._function
+        if hub:
+            wanted[function_name("evaluate_hub", self.gpu)] = self._hub_function
+            wanted[FETCH_FUNCTION] = self._fetch_function
+        with self._resolve_all(wanted) as fns:
+            if hub:
+                models = sorted({m for i in hub for m in hub_models_of(all_jobs[i].problem)})
+                status = self._fetch_hub(fns[FETCH_FUNCTION], models)
+                ready = []
+                for i in hub:
+                    errors = [f"{m}: {status[m]}" for m in hub_models_of(all_jobs[i].problem) if status.get(m)]
+                    if errors:
+                        deliver(i, remote_failure(all_jobs[i], "the hub model could not be put into the cache "
+                                                  f"({'; '.join(errors)}); run again to retry", self.label))
+                    else:
+                        ready.append(i)
+                hub = ready
+            spent: list[KernelResult] = []
+            for kind, indices in (("evaluate", plain), ("evaluate_hub", hub)):
+                if not indices:
+                    continue
+                group = [all_jobs[i] for i in indices]
+                payloads = [job_to_wire(job, k) for k, job in enumerate(group)]
 
-        for i, job in enumerate(all_jobs):
-            if i not in set(runnable):
-                out[i] = not_runnable_result(job, modal_blocker(job.problem) or "", self.label)
-                if on_result is not None:
-                    on_result(i, out[i])
-        if jobs:
-            payloads = [job_to_wire(job, k) for k, job in enumerate(jobs)]
-            with self._resolve("evaluate", self._function) as fn:
-                fn = self._limited(fn)
+                def deliver_group(k: int, result: KernelResult, _indices: list[int] = indices) -> None:
+                    deliver(_indices[k], result)
+
+                fn = self._limited(fns[function_name(kind, self.gpu)])
                 if self.max_cost_usd is None:
-                    self._map(fn, jobs, payloads, deliver, progress)
+                    spent.extend(self._map(fn, group, payloads, deliver_group, progress))
                 else:
-                    self._map_within_budget(fn, jobs, payloads, deliver, progress)
+                    spent.extend(self._map_within_budget(fn, group, payloads, deliver_group, progress, spent))
         return [r for r in out if r is not None]
 
     # -- cost control -------------------------------------------------------------------------
@@ -379,8 +503,9 @@ class ModalRunner:
         return fn
 
     def _map_within_budget(self, fn: Any, jobs: list[EvalJob], payloads: list[dict],
-                           on_result: ResultCallback | None, progress: bool) -> list[KernelResult]:
-        """Dispatch in batches; before each, stop if spent + its estimate would pass the cap."""
+                           on_result: ResultCallback | None, progress: bool,
+                           earlier: Sequence[KernelResult] = ()) -> list[KernelResult]:
+        """Dispatch in batches; before each, stop if spent (``earlier`` results too) + its estimate would pass the cap."""
         from kernelbench.runners.modal_cost import (
             DispatchDeclined,
             batches,
@@ -392,11 +517,12 @@ class ModalRunner:
         price = self.last_estimate.usd_per_hour
         results: list[KernelResult] = []
         for batch in batches(len(jobs), self.max_containers or 8):
-            spent = spent_usd((r.wall_time_s for r in results), price)
+            spent = spent_usd((r.wall_time_s for r in [*earlier, *results]), price)
             next_cost = estimate_jobs([jobs[i] for i in batch], self.gpu).usd
             if spent + next_cost > cap:
                 raise DispatchDeclined(
-                    f"--max-cost ${cap:.2f} reached: {len(results)} of {len(jobs)} kernels evaluated for about "
+                    f"--max-cost ${cap:.2f} reached: {len(earlier) + len(results)} of {len(earlier) + len(jobs)} kernels "
+                    "evaluated for about "
                     f"${spent:.2f}, the next {len(batch)} are estimated at ${next_cost:.2f}; results so far are "
                     "kept, run again (with a higher cap) to resume")
             sub_jobs = [jobs[i] for i in batch]
@@ -471,12 +597,33 @@ class ModalRunner:
 
         problems = list(problems)
         check_runnable_on_modal(problems)
-        payloads = [baseline_request_to_wire(p, modes, settings, i) for i, p in enumerate(problems)]
         out_list: list[dict[str, Any] | None] = [None] * len(problems)
         if not problems:
             return out_list
-        with self._resolve("baselines", self._baselines_function) as fn:
-            bar = tqdm(total=len(problems), desc=f"baselines {self.gpu}", unit="problem", file=sys.stderr,
+        needs = {i: hub_models_of(p) for i, p in enumerate(problems)}
+        wanted = {function_name("baselines", self.gpu): self._baselines_function}
+        if any(needs.values()):
+            wanted[FETCH_FUNCTION] = self._fetch_function
+        with self._resolve_all(wanted) as fns:
+            fn = fns[function_name("baselines", self.gpu)]
+            send = list(range(len(problems)))
+            if any(needs.values()):
+                status = self._fetch_hub(fns[FETCH_FUNCTION], sorted({m for ms in needs.values() for m in ms}))
+                send = []
+                for i, p in enumerate(problems):
+                    errors = [f"{m}: {status[m]}" for m in needs[i] if status.get(m)]
+                    if not errors:
+                        send.append(i)
+                        continue
+                    out_list[i] = {"wire_version": WIRE_VERSION, "index": i, "level": p.level,
+                                   "problem_id": p.problem_id, "filename": p.filename, "entries": {},
+                                   "error": f"the hub model could not be put into the cache ({'; '.join(errors)})"}
+                    if on_result is not None:
+                        on_result(i, out_list[i])
+            payloads = [baseline_request_to_wire(problems[i], modes, settings, i) for i in send]
+            if not payloads:
+                return out_list
+            bar = tqdm(total=len(payloads), desc=f"baselines {self.gpu}", unit="problem", file=sys.stderr,
                        disable=not progress)
             try:
                 for out in _guarded_iter(lambda: fn.map(payloads, order_outputs=False, return_exceptions=True)):
@@ -496,7 +643,7 @@ class ModalRunner:
                     except (WireFormatError, KeyError, TypeError, ValueError) as e:
                         log.warning("ignoring a malformed baseline result: %s", e)
                         continue
-                    if 0 <= index < len(problems):
+                    if index in send and out_list[index] is None:
                         out_list[index] = out
                         if on_result is not None:
                             on_result(index, out)

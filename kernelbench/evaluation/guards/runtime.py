@@ -66,6 +66,28 @@ def _fingerprint(obj) -> tuple:
             id(getattr(code, "co_code", None)) if code is not None else None)
 
 
+def _torch_disable_dynamo_target(obj):
+    """What torch's own ``_disable_dynamo`` wrapper around ``obj`` calls, or None if ``obj`` is not one.
+
+    Importing ``torch._dynamo`` (``from_pretrained`` does, so every level-4 problem) makes torch replace
+    ``torch.manual_seed`` with such a wrapper. Read from the wrapper's closure, not ``__wrapped__`` (which
+    anyone can set): a wrapper built around another function still counts as a replacement.
+    """
+    if not isinstance(obj, types.FunctionType) or obj.__code__.co_name != "inner" or not obj.__closure__:
+        return None
+    compile_mod = sys.modules.get("torch._compile")
+    disable = getattr(compile_mod, "_disable_dynamo", None)
+    if disable is None or obj.__code__.co_filename != disable.__code__.co_filename:
+        return None
+    if obj.__code__ not in disable.__code__.co_consts:  # the code object of _disable_dynamo's own ``inner``
+        return None
+    cells = dict(zip(obj.__code__.co_freevars, obj.__closure__))
+    try:
+        return cells["fn"].cell_contents if "fn" in cells else None
+    except ValueError:  # an empty cell
+        return None
+
+
 @dataclass
 class PatchSnapshot:
     entries: dict[str, tuple] = field(default_factory=dict)
@@ -83,6 +105,7 @@ class PatchSnapshot:
                     value = inspect.getattr_static(base, n)
                 except AttributeError:
                     value = None
+                value = _torch_disable_dynamo_target(value) or value  # torch's own wrapping is no patch
                 snap.entries[f"{owner}.{n}"] = _fingerprint(value)
         for mod_name in _OUR_MODULES:
             mod = sys.modules.get(mod_name)
