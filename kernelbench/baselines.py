@@ -45,7 +45,6 @@ from kernelbench.io_utils import atomic_write_json
 from kernelbench.problems.identity import (
     ProblemSetIdentity,
     ProblemSetMismatchError,
-    kernelbench_code_hash,
     problem_ref,
     ref_of,
     set_of_problem,
@@ -651,7 +650,7 @@ class BaselineFile:
             raise BaselineError(
                 f"{self.path} holds times for problem set {block.get('name')}@{block.get('revision')}; "
                 f"{problem.filename} is from {name}@{revision}: use another file (or --restart)")
-        block.setdefault("hashes", {})[ref_of(problem)] = kernelbench_code_hash(problem.code)
+        block.setdefault("hashes", {})[ref_of(problem)] = problem.hash
 
     def put_failure(self, problem: Problem, mode: str, error: str, save: bool = True) -> None:
         failures = self.data.setdefault("failures", {})

@@ -217,7 +217,7 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
         flags=list(result.flags),
         guard=[{"rule": f.rule, "severity": f.severity, "origin": f.origin, "line": f.line, "message": f.message}
                for f in result.guard_findings if f.severity in ("error", "warning")],
-        problem_changed=bool(result.problem_hash and result.problem_hash != problem.hash),
+        problem_changed=bool(result.problem_hash and not problem.matches_hash(result.problem_hash)),
         speedup_ci95=([_r(outcome.interval.lo), _r(outcome.interval.hi)]
                       if outcome is not None and outcome.interval is not None else None),
         timing_flags=list(result.timing_flags), host_share=_r(result.host_share),
