@@ -230,6 +230,15 @@ def baseline_path_for_gpu(gpu_name: str, root: str | Path = "baselines") -> Path
     return Path(root) / f"{gpu_label(gpu_name)}.json"
 
 
+def baselines_dir_for(set_name: str, root: str | Path = "baselines") -> Path:
+    """Where a problem set's ``<GPU>.json`` files live: ``baselines/kernelbench/`` for the official set,
+    ``baselines/`` for the built-in suite (and any other). One folder per set, so the board of one set
+    never picks up the times of another's problems that share a file name's id."""
+    from kernelbench.problems.identity import KERNELBENCH
+
+    return Path(root) / KERNELBENCH if set_name == KERNELBENCH else Path(root)
+
+
 def check_modes(modes: Iterable[str]) -> list[str]:
     """The modes, in order and without repeats; an unknown one is a one-line error."""
     out: list[str] = []
