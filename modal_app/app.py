@@ -287,7 +287,8 @@ def baselines(
     verbose: bool = False,
 ):
     """Measure the PyTorch reference of every problem in the given levels on a Modal GPU."""
-    from kernelbench.baselines import baseline_path_for_gpu
+    from kernelbench.baselines import baseline_path_for_gpu, baselines_dir_for
+    from kernelbench.problems.identity import identify
     from modal_app import commands
 
     _setup_logging(verbose)
@@ -295,7 +296,8 @@ def baselines(
         problems = commands.load_problem_set(source, path, commands.parse_levels(levels))
         mode_list = [m.strip() for m in modes.split(",") if m.strip()]
         settings = commands.make_settings("torch", precision, timing_budget=timing_budget)
-        out = output or str(baseline_path_for_gpu(gpu))
+        # baselines/kernelbench/<GPU>.json for the official set, baselines/<GPU>.json for the built-in suite
+        out = output or str(baseline_path_for_gpu(gpu, baselines_dir_for(identify(problems).name)))
         run = commands.measure_baselines(problems, mode_list, settings, runner_for(gpu), out, resume=resume)
     except KernelBenchError as e:
         _fail(e)
