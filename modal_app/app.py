@@ -316,7 +316,7 @@ def eval_submission(
     runs_dir: str = "runs",
     results_dir: str = "data/evaluations",
     entry: str = "",
-    source: Source = "builtin",
+    source: Source = "kernelbench",
     path: str = "",
     precision: Precision = "fp32",
     correctness_trials: int = 5,
@@ -325,12 +325,14 @@ def eval_submission(
     timing_budget: float = 2.0,
     verbose: bool = False,
 ):
-    """Evaluate a leaderboard submission JSON on a Modal GPU and write its results bundle."""
+    """Evaluate a leaderboard submission JSON on a Modal GPU and write its results bundle (the board's problems:
+    the official levels 1-3 by default, ``--source builtin`` for the demo board)."""
+    from kernelbench.problems import load_board_problems
     from modal_app import commands
 
     _setup_logging(verbose)
     try:
-        problems = commands.load_problem_set(source, path)
+        problems = load_board_problems(source, path or None)
         settings = commands.make_settings("cuda", precision, correctness_trials, tolerance_mode, timing,
                                           timing_budget)
         ev = commands.evaluate_submission_file(submission, problems, settings, runner_for(gpu), runs_dir=runs_dir,
