@@ -564,6 +564,21 @@ def test_leaderboard_ranks_the_official_levels_1_to_3_by_default(official_board,
     # 2 of 8 problems correct (the other 6, missing, count as incorrect); speedups 2x and 4x
     assert overall["n_problems"] == 8 and overall["correctness_rate"] == 0.25
     assert overall["fulldeck_geomean"] == round(8 ** (1 / 8), 6)
+    assert index["entries"][0]["speedup_basis"] == "in-session reference"
+
+    # The official board's baselines are baselines/kernelbench/<GPU>.json; baselines/<GPU>.json is the
+    # built-in suite's (it would be refused here, naming its problems).
+    (official_board / "baselines" / "kernelbench").mkdir(parents=True)
+    (official_board / "baselines" / "H100.json").write_text(json.dumps(
+        F.baseline({(1, p.filename): 1.0 for p in load_builtin(levels=[1])})))
+    (official_board / "baselines" / "kernelbench" / "H100.json").write_text(json.dumps(
+        F.baseline({(p.level, p.filename): 2.0 for p in official})))
+    assert main(["leaderboard", "aggregate", "--exclusions", "none.json"]) == 0
+    entry = json.loads((official_board / "data" / "index.json").read_text())["entries"][0]
+    assert entry["speedup_basis"] == "baseline eager"
+    assert entry["scores"]["overall"]["fulldeck_geomean"] == round((4 * 8) ** (1 / 8), 6)  # 2/0.5 and 2/0.25
+    assert main(["leaderboard", "aggregate", "--exclusions", "none.json", "--baselines-dir", "baselines"]) == 2
+    assert "names problems that are not in kernelbench@test-rev-2" in capsys.readouterr().err
     assert main(["leaderboard", "build", "--out", "site"]) == 0
     html = (official_board / "site" / "index.html").read_text()
     assert "8 problems" in html and "Alpha" in html and "Problem set: <code>kernelbench@test-rev-2</code>" in html
