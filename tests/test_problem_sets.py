@@ -429,7 +429,7 @@ def test_presets_greedy_and_verbose_logging():
 
 
 # ------------------------------------------------------------------------------------ leaderboard
-def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None):
+def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None, result_name: str = "1_ReLU"):
     from fixtures.leaderboard import factory as F
 
     from leaderboard.aggregate import AggregateConfig
@@ -440,7 +440,7 @@ def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None)
     sub = load_submission(F.write_submission(root / "submissions" / "alpha.json", F.submission_dict("Alpha", keys)))
     write_bundle(ResultsBundle(entry="alpha", gpu="H100", submission_sha256=sub.sha256(), problem_source="test",
                                problem_set=problem_set, evaluated_on="2026-03-01",
-                               results=[F.result(1, 1, "1_ReLU", candidate_ms=0.5)]), root / "data" / "evaluations")
+                               results=[F.result(1, 1, result_name, candidate_ms=0.5)]), root / "data" / "evaluations")
     if baseline is not None:
         (root / "baselines").mkdir()
         (root / "baselines" / "H100.json").write_text(json.dumps(baseline))
@@ -460,7 +460,8 @@ def test_aggregate_records_and_accepts_bundles_of_the_boards_set(tmp_path):
     assert (tmp_path / "data" / "index.json").exists()
 
 
-@pytest.mark.parametrize("case", ["other-set", "other-revision-hashes", "baseline-of-another-set"])
+@pytest.mark.parametrize("case", ["other-set", "other-revision-hashes", "baseline-of-another-set",
+                                  "results-named-for-other-problems"])
 def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
     from fixtures.leaderboard import factory as F
 
@@ -475,11 +476,15 @@ def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
     elif case == "other-revision-hashes":
         recorded = {**board.to_dict(), "hashes": {**board.hashes, "level1/1_ReLU.py": "0" * 32}}
         expected = "holds other versions of level1/1_ReLU.py"
-    else:
+    elif case == "baseline-of-another-set":
         recorded = board.to_dict()
         baseline = F.baseline({(1, p.filename): 1.0 for p in load_builtin(levels=[1])})
         expected = "names problems that are not in"
-    problems, cfg = lb_setup(tmp_path, recorded, baseline)
+    else:  # a bundle from before sets had an identity: its results still name their problems
+        recorded = None
+        expected = "holds results for other problems: level 1 problem 1 is 1_Square_matmul in the bundle but 1_ReLU"
+    name = "1_Square_matmul" if case == "results-named-for-other-problems" else "1_ReLU"
+    problems, cfg = lb_setup(tmp_path, recorded, baseline, result_name=name)
     with pytest.raises(AggregationError, match=expected):
         aggregate(problems, cfg)
     assert not (tmp_path / "data" / "index.json").exists()
