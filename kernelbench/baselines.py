@@ -45,7 +45,6 @@ from kernelbench.io_utils import atomic_write_json
 from kernelbench.problems.identity import (
     ProblemSetIdentity,
     ProblemSetMismatchError,
-    kernelbench_code_hash,
     problem_ref,
     ref_of,
     set_of_problem,
@@ -229,6 +228,15 @@ def baseline_path_for_gpu(gpu_name: str, root: str | Path = "baselines") -> Path
     a Modal ``--gpu A100-80GB`` run and ``analyze --gpu A100`` all read and write ``A100.json``.
     """
     return Path(root) / f"{gpu_label(gpu_name)}.json"
+
+
+def baselines_dir_for(set_name: str, root: str | Path = "baselines") -> Path:
+    """Where a problem set's ``<GPU>.json`` files live: ``baselines/kernelbench/`` for the official set,
+    ``baselines/`` for the built-in suite (and any other). One folder per set, so the board of one set
+    never picks up the times of another's problems that share a file name's id."""
+    from kernelbench.problems.identity import KERNELBENCH
+
+    return Path(root) / KERNELBENCH if set_name == KERNELBENCH else Path(root)
 
 
 def check_modes(modes: Iterable[str]) -> list[str]:
@@ -651,7 +659,7 @@ class BaselineFile:
             raise BaselineError(
                 f"{self.path} holds times for problem set {block.get('name')}@{block.get('revision')}; "
                 f"{problem.filename} is from {name}@{revision}: use another file (or --restart)")
-        block.setdefault("hashes", {})[ref_of(problem)] = kernelbench_code_hash(problem.code)
+        block.setdefault("hashes", {})[ref_of(problem)] = problem.hash
 
     def put_failure(self, problem: Problem, mode: str, error: str, save: bool = True) -> None:
         failures = self.data.setdefault("failures", {})

@@ -264,12 +264,15 @@ def outcomes_from_results(
     results: Iterable[KernelResult],
     baseline: Baseline | None = None,
     sample_policy: SamplePolicy = "first",
+    missing_baseline: Literal["error", "untimed"] = "error",
 ) -> tuple[list[ProblemOutcome], list[SampleCounts]]:
     """Match results to problems by key and compute each problem's speedup.
 
     With a baseline the speedup is baseline time over the candidate's median; without one it is
     the in-session speedup (reference timed interleaved with the candidate). A baseline lacking a
-    problem of the set is an error that names the problem.
+    problem of the set is an error that names the problem, or with ``missing_baseline="untimed"``
+    that problem has no speedup: a correct kernel still counts as correct but never as faster, and
+    the problem stays in the denominator, so an incomplete baseline can never raise a score.
     """
     by_problem: dict[tuple[int, int], list[KernelResult]] = {}
     known = {(p.level, p.problem_id) for p in problems}
@@ -280,28 +283,35 @@ def outcomes_from_results(
     baseline_ms: dict[tuple[int, int], float] = {}
     if baseline is not None:
         missing = [p for p in problems if baseline.find(p) is None]
-        if missing:
+        if missing and missing_baseline == "error":
             names = ", ".join(f"level {p.level} problem {p.problem_id} ({p.filename})" for p in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise BaselineError(f"baseline {baseline.path or ''} has no time for {names}{more}")
         for p in problems:
-            baseline_ms[(p.level, p.problem_id)] = baseline.require(p).headline_ms
+            entry = baseline.find(p)
+            if entry is not None:
+                baseline_ms[(p.level, p.problem_id)] = entry.headline_ms
 
     outcomes, counts = [], []
     for p in problems:
         key = (p.level, p.problem_id)
         samples = by_problem.get(key, [])
-        if not samples:
+        counted = samples if sample_policy != "first" else [r for r in samples if r.sample_id == 0]
+        if not counted:
+            # "first" is sample 0, as in KernelBench: without it the problem has no kernel, even if
+            # another sample of it was evaluated (pass@k below still sees every sample).
+            if samples:
+                counts.append(SampleCounts(p.level, p.problem_id, len(samples), sum(1 for r in samples if r.correct)))
             continue
         speed: dict[int, float | None] = {}
         for r in samples:
             if not r.correct:
                 speed[id(r)] = None
             elif baseline is not None:
-                speed[id(r)] = (baseline_ms[key] / r.runtime_ms) if r.runtime_ms else None
+                speed[id(r)] = (baseline_ms[key] / r.runtime_ms) if r.runtime_ms and key in baseline_ms else None
             else:
                 speed[id(r)] = r.speedup
-        chosen = _choose(samples, sample_policy, speed)
+        chosen = _choose(counted, sample_policy, speed)
         sol = chosen.roofline.fraction_of_sol if (chosen.roofline and chosen.correct) else None
         outcomes.append(ProblemOutcome(p.level, p.problem_id, chosen.compiled, chosen.correct,
                                        speed[id(chosen)], sol, _interval_for(chosen, speed[id(chosen)])))
@@ -431,10 +441,11 @@ def score_results(
     baseline: Baseline | None = None,
     sample_policy: SamplePolicy = "first",
     ks: Sequence[int] = PASS_AT_K,
+    missing_baseline: Literal["error", "untimed"] = "error",
 ) -> ScoreReport:
     """Per-level scores over the full problem set and the pooled overall score."""
     results = list(results)
-    outcomes, counts = outcomes_from_results(problems, results, baseline, sample_policy)
+    outcomes, counts = outcomes_from_results(problems, results, baseline, sample_policy, missing_baseline)
     known = {(p.level, p.problem_id) for p in problems}
     infra = [r for r in results if r.infrastructure_failure and (r.level, r.problem_id) in known]
     per_level: dict[int, Score] = {}
@@ -454,7 +465,8 @@ class KernelBenchFigures:
     Kept beside our own score so that a user comparing with a paper or with KernelBench's script
     sees the same numbers: sample 0 only, a missing kernel is incorrect, the baseline's *mean* over
     the candidate's recorded runtime, and the denominator is the problems that have a baseline time
-    (KernelBench skips the others; our score counts them and refuses a baseline that lacks them).
+    (KernelBench skips the others; our score counts them, and either refuses a baseline that lacks them or,
+    in ``kernelbench analyze``, scores them as untimed).
     """
 
     n_aligned: int

@@ -217,7 +217,7 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
         flags=list(result.flags),
         guard=[{"rule": f.rule, "severity": f.severity, "origin": f.origin, "line": f.line, "message": f.message}
                for f in result.guard_findings if f.severity in ("error", "warning")],
-        problem_changed=bool(result.problem_hash and result.problem_hash != problem.hash),
+        problem_changed=bool(result.problem_hash and not problem.matches_hash(result.problem_hash)),
         speedup_ci95=([_r(outcome.interval.lo), _r(outcome.interval.hi)]
                       if outcome is not None and outcome.interval is not None else None),
         timing_flags=list(result.timing_flags), host_share=_r(result.host_share),
@@ -227,11 +227,12 @@ def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome |
 
 
 # ---------------------------------------------------------------- main entry
-def check_bundle_set(identity: ProblemSetIdentity, bundle: ResultsBundle) -> None:
+def check_bundle_set(identity: ProblemSetIdentity, bundle: ResultsBundle, problems: ProblemSet | None = None) -> None:
     """A bundle evaluated on another problem set (or another revision's problems) is refused, never mixed.
 
     Bundles from before sets had an identity record only a source label: one saying ``builtin`` is
-    accepted on the built-in board only.
+    accepted on the built-in board only. Results are matched to problems by level and id, so with
+    ``problems`` each result that names its problem must name the board's problem of that id.
     """
     what = f"results bundle {bundle_name(bundle.entry, bundle.gpu)}"
     try:
@@ -240,6 +241,15 @@ def check_bundle_set(identity: ProblemSetIdentity, bundle: ResultsBundle) -> Non
         elif (bundle.problem_source == BUILTIN) != (identity.name == BUILTIN):
             raise ProblemSetMismatchError(
                 f"{what} was evaluated on problem source {bundle.problem_source}, not {identity.label}")
+        if problems is not None:
+            names = {(p.level, p.problem_id): p.name for p in problems}
+            other = sorted({f"level {r.level} problem {r.problem_id} is {r.problem_name} in the bundle but "
+                            f"{names[(r.level, r.problem_id)]} here" for r in bundle.results
+                            if (r.level, r.problem_id) in names and r.problem_name
+                            and not r.problem_name.isdigit() and r.problem_name != names[(r.level, r.problem_id)]})
+            if other:
+                more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+                raise ProblemSetMismatchError(f"{what} holds results for other problems: {'; '.join(other[:3])}{more}")
     except ProblemSetMismatchError as e:
         raise AggregationError(f"{e}; evaluate the entry again on {identity.label}") from None
 
@@ -266,7 +276,7 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     subs = _load_submissions(Path(config.submissions_dir))
     bundles = _load_bundles(Path(config.evaluations_dir), subs)
     for b in bundles:
-        check_bundle_set(identity, b)
+        check_bundle_set(identity, b, problems)
     baselines: dict[str, Baseline | None] = {}
     for gpu in sorted({b.gpu for b in bundles}):
         checked = _baseline_for(gpu, config, baselines)

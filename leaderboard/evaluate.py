@@ -95,6 +95,14 @@ def _is_verdict(result: KernelResult | None) -> bool:
     return result is not None and not is_remote_failure(result)
 
 
+def _current(result: KernelResult | None, job: EvalJob) -> bool:
+    """A verdict on the problem as it is now: one recorded for an earlier version of it is stale."""
+    if not _is_verdict(result):
+        return False
+    recorded = result.problem_hash  # type: ignore[union-attr]
+    return not recorded or job.problem.matches_hash(recorded)
+
+
 def _pending(lr: LevelRun, jobs_by_key: dict[str, EvalJob]) -> tuple[list[EvalJob], int]:
     have = RunDirectory(lr.path, level=lr.level).load_results()
     pending, reused = [], 0
@@ -102,7 +110,7 @@ def _pending(lr: LevelRun, jobs_by_key: dict[str, EvalJob]) -> tuple[list[EvalJo
         job = jobs_by_key.get(str(key))
         if job is None:
             continue
-        if _is_verdict(have.get((key.problem_id, key.sample_id))):
+        if _current(have.get((key.problem_id, key.sample_id)), job):
             reused += 1
         else:
             pending.append(job)
@@ -187,7 +195,8 @@ def evaluate_submission(
         have = RunDirectory(lr.path, level=lr.level).load_results()
         for key in [*lr.written, *lr.unchanged]:
             r = have.get((key.problem_id, key.sample_id))
-            if _is_verdict(r) and str(key) in jobs_by_key:
+            job = jobs_by_key.get(str(key))
+            if job is not None and _current(r, job):
                 results.append(r)  # type: ignore[arg-type]
     missing = len(jobs) - len(results)
     bundle_path = None

@@ -365,7 +365,8 @@ def baselines(
     verbose: bool = False,
 ):
     """Measure the PyTorch reference of every problem in the given levels on a Modal GPU."""
-    from kernelbench.baselines import baseline_path_for_gpu
+    from kernelbench.baselines import baseline_path_for_gpu, baselines_dir_for
+    from kernelbench.problems.identity import identify
     from modal_app import commands
 
     _setup_logging(verbose)
@@ -373,7 +374,8 @@ def baselines(
         problems = commands.load_problem_set(source, path, commands.parse_levels(levels))
         mode_list = [m.strip() for m in modes.split(",") if m.strip()]
         settings = commands.make_settings("torch", precision, timing_budget=timing_budget)
-        out = output or str(baseline_path_for_gpu(gpu))
+        # baselines/kernelbench/<GPU>.json for the official set, baselines/<GPU>.json for the built-in suite
+        out = output or str(baseline_path_for_gpu(gpu, baselines_dir_for(identify(problems).name)))
         run = commands.measure_baselines(problems, mode_list, settings, runner_for(gpu), out, resume=resume)
     except KernelBenchError as e:
         _fail(e)
@@ -392,7 +394,7 @@ def eval_submission(
     runs_dir: str = "runs",
     results_dir: str = "data/evaluations",
     entry: str = "",
-    source: Source = "builtin",
+    source: Source = "kernelbench",
     path: str = "",
     precision: Precision = "fp32",
     correctness_trials: int = 5,
@@ -401,12 +403,14 @@ def eval_submission(
     timing_budget: float = 2.0,
     verbose: bool = False,
 ):
-    """Evaluate a leaderboard submission JSON on a Modal GPU and write its results bundle."""
+    """Evaluate a leaderboard submission JSON on a Modal GPU and write its results bundle (the board's problems:
+    the official levels 1-3 by default, ``--source builtin`` for the demo board)."""
+    from kernelbench.problems import load_board_problems
     from modal_app import commands
 
     _setup_logging(verbose)
     try:
-        problems = commands.load_problem_set(source, path)
+        problems = load_board_problems(source, path or None)
         settings = commands.make_settings("cuda", precision, correctness_trials, tolerance_mode, timing,
                                           timing_budget)
         ev = commands.evaluate_submission_file(submission, problems, settings, runner_for(gpu), runs_dir=runs_dir,

@@ -20,6 +20,7 @@ CUDA solutions cannot run: pass ``--backend triton``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -123,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{share:.0%}" if share is not None else "-",
                      "; ".join(f"{f.severity} {f.rule}" for f in noted) or "-",
                      (r.error.one_line()[:70] if r.error else "")])
+        # The source's hash lets a later import (scripts/solutions_bundle.py) prove which code was measured.
         records.append({"backend": s.backend, "level": s.level, "problem_id": s.problem_id, "name": s.name,
-                        "ok": ok, "own_share": share, "result": json.loads(r.to_json())})
+                        "ok": ok, "own_share": share,
+                        "source_sha256": hashlib.sha256(s.source.encode("utf-8")).hexdigest(),
+                        "result": json.loads(r.to_json())})
     print(tabulate(rows, headers=["backend", "solution", "verdict", "ms", "speedup", "own share", "findings",
                                   "error"]))
     print(f"\n{len(results) - bad}/{len(results)} worked solutions correct with no warning or error finding "

@@ -5,9 +5,12 @@
     python scripts/generate_baseline_time.py level=4 dataset_src=huggingface
 
 KernelBench's script takes no arguments and has its levels and hardware name written into its
-source; here they are keys, level 4 included. Runs ``kernelbench baselines`` and writes
-baselines/<hardware_name>.json (or output_file=...): eager times at the top level, as KernelBench's
-files have them, torch.compile modes under "modes". Resumable: run it again to continue.
+source; here they are keys, level 4 included. Like KernelBench's, run from a KernelBench checkout it
+measures the problems of its ``KernelBench/`` folder (the official set when they hash as pinned); elsewhere
+say dataset_src= (without either it measures the built-in suite and says so). Runs ``kernelbench baselines``
+and writes baselines/kernelbench/<hardware_name>.json for the official set, baselines/<hardware_name>.json
+for the built-in suite (or output_file=...): eager times at the top level, as KernelBench's files have
+them, torch.compile modes under "modes". Resumable: run it again to continue.
 
 num_runs=N asks for N timed calls per problem and mode (at least N; the last block of calls may add a
 few), with up to 300 s per measurement unless timing_budget= says otherwise. Without num_runs, timing
@@ -17,6 +20,7 @@ stops once the median is precise to 0.5% or timing_budget (default 1 s) is spent
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import _kv
 from _kv import Key
@@ -39,9 +43,10 @@ KEYS = [
     Key("modes", "list", None, f"modes to measure: {', '.join(MODES)} or all (default all)"),
     Key("problem_id", "list", None, "only these problem ids, e.g. 1,3 or [1,3]"),
     Key("subset", "list", None, "(start, end) problem ids, inclusive"),
-    *_kv.dataset_keys(src_default="builtin"),
+    *_kv.dataset_keys(src_default=None),
     Key("output_file", "str", None, "baseline file to write (default <baselines_dir>/<hardware_name>.json)"),
-    Key("baselines_dir", "str", "baselines", "folder of per-GPU baseline files"),
+    Key("baselines_dir", "str", None, "folder of per-GPU baseline files (default baselines/kernelbench for the "
+        "official set, baselines otherwise)"),
     Key("timing_budget", "float", None, "seconds of timed calls per problem and mode (default 1)"),
     Key("compile_timeout", "float", None, "seconds to build one reference, torch.compile included (default 600)"),
     Key("precision", "str", "fp32", "fp32, fp16 or bf16"),
@@ -89,9 +94,16 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     if ids is not None:
         spec = ",".join(str(i) for i in ids) if args.problem_id is not None else _kv.subset_to_ids(ids)
         _kv.add(argv, "--problem-id", spec)
-    argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path)
+    if args.dataset_src is not None:
+        argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path)
+    elif Path("KernelBench").is_dir():  # KernelBench's own script measures its checkout's problems
+        argv += _kv.source_options("local", None, None)
+    else:
+        print(f"{PROG}: note: no dataset_src= and no KernelBench/ folder here: measuring the built-in suite "
+              "(dataset_src=builtin says so explicitly)", file=sys.stderr)
+        argv += ["--source", "builtin"]
     _kv.add(argv, "--out", args.output_file)
-    argv += ["--baselines-dir", str(args.baselines_dir)]
+    _kv.add(argv, "--baselines-dir", args.baselines_dir)
     if args.num_runs is not None and args.num_trials is not None and args.num_runs != args.num_trials:
         raise _kv.KvError("num_runs and num_trials disagree; give one")
     runs = args.num_runs if args.num_runs is not None else args.num_trials

@@ -32,6 +32,10 @@
 #                 evaluator's GPU tests, all with candidates confined (bubblewrap from .whl/)
 #   sandbox-gpu   only the layout probe and tests/test_sandbox_gpu.py
 #   demo          scripts/bench_demo.py: the first five minutes (kernelbench demo) on this GPU, three times
+#   demo-board    the committed demo leaderboard (examples/demo-board): both worked-solution entries evaluated
+#                 afresh on this GPU (built-in suite, today's problems and timing protocol; resumes across calls
+#                 while the machine stays warm), then aggregated and built; the new bundles, data/ and site come
+#                 back under $OUT/demo-board (see examples/demo-board/README.md for committing them)
 #   overhead      the sandbox's cost: bench_evaluator.py over built-in levels 1-3, --sandbox require, then off
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   official-baselines  scripts/bench_baselines.py over the official KernelBench levels 1-3 at $KB_OFFICIAL (default
@@ -128,6 +132,20 @@ for phase in "${phases[@]}"; do
       run overhead-process python3 scripts/bench_evaluator.py --levels 1 2 3 --sandbox off \
         --out "$OUT/bench_identity_process.json" ;;
     demo) run demo python3 scripts/bench_demo.py --repeat 3 --json "$OUT/demo_gpu.json" ;;
+    demo-board)
+      # The worked solutions are this repository's own kernels: process isolation (the sandbox has its phase).
+      board="$OUT/demo-board"
+      mkdir -p "$board/submissions" "$board/data/evaluations"
+      cp examples/demo-board/submissions/*.json "$board/submissions/"
+      for sub in "$board"/submissions/*.json; do
+        run "demo-board-$(basename "$sub" .json)" python3 -m kernelbench.cli.main leaderboard evaluate "$sub" \
+          --runner local --source builtin --no-sandbox --runs-dir runs/demo-board \
+          --results-dir "$board/data/evaluations"
+      done
+      run demo-board-aggregate python3 -m kernelbench.cli.main leaderboard aggregate --source builtin \
+        --submissions-dir "$board/submissions" --evaluations-dir "$board/data/evaluations" --out "$board/data" \
+        --exclusions leaderboard/exclusions.json
+      run demo-board-build python3 -m kernelbench.cli.main leaderboard build --data "$board/data" --out "$board/site" ;;
     server) run server-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_server_gpu.py
             run server-load python3 scripts/bench_server.py --requests "${KB_SERVER_REQUESTS:-96}" --clients 16 --level 2 \
               --out "$OUT/bench_server.json" ;;

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="results bundles folder (default: <data_dir>/evaluations)")
     p.add_argument("--submissions_dir", "--submissions-dir", default=None,
                    help="all submissions (default: the folder of --submission)")
-    p.add_argument("--baselines_dir", "--baselines-dir", default="baselines", help="default: baselines")
+    p.add_argument("--baselines_dir", "--baselines-dir", default=None,
+                   help="default: baselines/kernelbench for the official set, baselines for the built-in suite")
     p.add_argument("--exclusions", default="leaderboard/exclusions.json")
     p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"])
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
@@ -38,10 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     if not level_runs:
         p.error("give at least one --levelN results path")
 
+    from kernelbench.baselines import baseline_path_for_gpu, baselines_dir_for, load_baseline
     from kernelbench.errors import KernelBenchError
-    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
+    from kernelbench.problems import load_board_problems
+    from kernelbench.problems.identity import identify
     from kernelbench.scoring import canonical_gpu
-    from leaderboard.aggregate import AggregateConfig, aggregate
+    from leaderboard.aggregate import AggregateConfig, aggregate, check_baseline_set
     from leaderboard.bundle import write_bundle
     from leaderboard.evaluate import bundle_from_runs
     from leaderboard.schema import entry_id_for, load_submission
@@ -50,15 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     evaluations = Path(args.evaluations_dir) if args.evaluations_dir else data_dir / "evaluations"
     submissions = Path(args.submissions_dir) if args.submissions_dir else Path(args.submission).parent
     try:
-        problems = load_problems(args.source, args.path,
-                                 levels=OFFICIAL_LEVELS if args.source == "kernelbench" else None)
+        problems = load_board_problems(args.source, args.path)
+        identity = identify(problems)
+        baselines_dir = Path(args.baselines_dir) if args.baselines_dir else baselines_dir_for(identity.name)
         sub = load_submission(args.submission)
         entry = entry_id_for(args.submission)
         gpu = canonical_gpu(args.hardware) or args.hardware
         bundle = bundle_from_runs(sub, entry, level_runs, problems, gpu)
+        # The baseline is checked before the bundle is written: a baseline of another set writes nothing.
+        baseline_file = baseline_path_for_gpu(gpu, baselines_dir)
+        if baseline_file.exists():
+            check_baseline_set(identity, load_baseline(baseline_file), gpu)
         bundle_path = write_bundle(bundle, evaluations)
         result = aggregate(problems, AggregateConfig(
-            submissions_dir=submissions, evaluations_dir=evaluations, baselines_dir=Path(args.baselines_dir),
+            submissions_dir=submissions, evaluations_dir=evaluations, baselines_dir=baselines_dir,
             exclusions_path=Path(args.exclusions), out_dir=data_dir))
     except (KernelBenchError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

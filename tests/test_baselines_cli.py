@@ -160,6 +160,26 @@ def test_script_keys_translate_to_kernelbench_baselines():
     assert c[c.index("--problem-id") + 1] == "1,3" and "--min-trials" not in c and "--levels" not in c
 
 
+def test_script_measures_the_checkouts_problems_like_kernelbench_and_never_builtin_silently(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """KernelBench's script measures its checkout's KernelBench/ folder; so does ours when run from one."""
+    script = load_script("generate_baseline_time")
+
+    def argv(*kv):
+        return script.build_argv(_kv.parse_kv(list(kv), script.KEYS))
+
+    monkeypatch.chdir(tmp_path)
+    a = argv("level=1")
+    assert a[a.index("--source") + 1] == "builtin" and "--baselines-dir" not in a
+    assert "no dataset_src= and no KernelBench/ folder here: measuring the built-in suite" in capsys.readouterr().err
+    (tmp_path / "KernelBench" / "level1").mkdir(parents=True)
+    b = argv("level=1")
+    assert b[b.index("--source") + 1] == "directory" and b[b.index("--path") + 1] == "KernelBench"
+    assert capsys.readouterr().err == ""
+    c = argv("level=1", "dataset_src=builtin", "baselines_dir=elsewhere")
+    assert c[c.index("--source") + 1] == "builtin" and c[c.index("--baselines-dir") + 1] == "elsewhere"
+
+
 @pytest.mark.parametrize("kv, message", [
     (["level=one"], "level=['one']: expected a level number"),
     (["modes=eager,turbo"], "unknown mode 'turbo'"),

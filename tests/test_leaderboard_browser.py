@@ -211,3 +211,47 @@ def test_ranking_at_desktop_and_phone_width(served, tmp_path, width):
         _screenshot(driver, tmp_path, f"leaderboard-{width}.png", width=width)
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def demo_served(tmp_path_factory) -> Iterator[str]:
+    """The committed demo board (examples/demo-board), built as a visitor gets it."""
+    site = tmp_path_factory.mktemp("demo") / "site"
+    build_site(REPO / "examples" / "demo-board" / "data", site)
+    handler = type("Handler", (_Handler,), {"requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_the_demo_board_as_a_visitor_sees_it(demo_served, tmp_path, width):
+    """Every GPU and scope link can be reached at both widths (four levels: the scope bar wraps at 420 px),
+    and no entry shows as stale (flagged for a problem changed since evaluation) or waits for evaluation."""
+    from selenium.webdriver.common.by import By
+
+    driver = _driver(tmp_path)
+    try:
+        driver.set_window_size(width, 1000)
+        driver.get(f"{demo_served}/index.html")
+        inner = driver.execute_script("return window.innerWidth")
+        assert abs(inner - width) <= 20, inner
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= inner
+        links = driver.find_elements(By.CSS_SELECTOR, ".seg a")
+        assert [a.text for a in links][-5:] == ["Overall", "Level 1", "Level 2", "Level 3", "Level 4"]
+        for a in links:
+            box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", a)
+            assert a.is_displayed() and 0 <= box[0] and box[1] <= inner, (a.text, box, inner)
+        assert _rows(driver) == ["worked_solutions_cuda", "worked_solutions_triton"]
+        statuses = [r.get_attribute("class") for r in driver.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")]
+        assert statuses == ["clean", "clean"]  # neither flagged (e.g. a problem changed since evaluation) nor excluded
+        assert "Awaiting evaluation" not in driver.find_element(By.TAG_NAME, "main").text
+        _screenshot(driver, tmp_path, f"demo-board-{width}.png", width=width)
+        assert _console_errors(driver) == []
+    finally:
+        driver.quit()

@@ -97,6 +97,70 @@ def test_hash_is_kernelbench_formula_md5_without_docstrings_comments_and_whitesp
     assert kernelbench_code_hash(code.replace("B = 1", "B = 64")) != kernelbench_code_hash(code)
 
 
+def test_a_problems_hash_is_kernelbenchs_so_files_of_either_project_can_be_checked(tmp_path):
+    """One hash per problem: ``Problem.hash`` is KernelBench's get_code_hash, recorded everywhere."""
+    from kernelbench.problems.model import Problem, legacy_code_hash
+
+    code = PROBLEM.format(doc="a problem", expr="torch.relu(x)", size=16)
+    p = Problem(level=1, problem_id=1, name="1_ReLU_test", code=code, source="test")
+    assert p.hash == kernelbench_code_hash(code)
+    assert identify(load_directory(write_layout(tmp_path))).hashes["level1/1_ReLU_test.py"] == p.hash
+    # A CPU_SIZE declaration (built-in problems only) is not part of what the problem computes.
+    sized = Problem(level=1, problem_id=1, name="1_ReLU_test", code=code + "\nCPU_SIZE = {'N': 4}\n", source="test")
+    assert sized.hash == p.hash
+    # Results recorded before (SHA-256 of the tokens) are still recognised as this problem's, and only its.
+    assert p.matches_hash(p.hash) and p.matches_hash(legacy_code_hash(code))
+    other = code.replace("randn(16)", "randn(32)")
+    assert not p.matches_hash(kernelbench_code_hash(other)) and not p.matches_hash(legacy_code_hash(other))
+
+
+def test_a_result_recorded_for_an_earlier_version_of_a_problem_is_evaluated_again(tmp_path):
+    """``leaderboard evaluate`` resumes, but never reuses a verdict on a problem that changed since."""
+    from fixtures.leaderboard import factory as F
+
+    from kernelbench.evaluation.settings import EvalSettings
+    from kernelbench.problems.model import legacy_code_hash
+    from kernelbench.runs import RunDirectory
+    from leaderboard.convert import submission_to_runs
+    from leaderboard.evaluate import _pending, build_jobs
+    from leaderboard.schema import load_submission
+
+    problems = F.problems()
+    keys = {f"level_1_problem_{i}_sample_0": F.kernel("triton_relu") for i in (1, 2, 3, 4)}
+    sub = load_submission(F.write_submission(tmp_path / "s.json", F.submission_dict("S", keys)))
+    jobs = {j.key: j for j in build_jobs(sub, problems, EvalSettings())}
+    (lr,) = submission_to_runs(sub, tmp_path / "runs", "s", ranked_only=True)
+    rd = RunDirectory(lr.path, level=1)
+    p1, p2, p3 = (problems.get(1, i) for i in (1, 2, 3))
+    rd.save_result(F.result(1, 1, p1.name).model_copy(update={"problem_hash": p1.hash}))        # current
+    rd.save_result(F.result(1, 2, p2.name).model_copy(update={"problem_hash": legacy_code_hash(p2.code)}))  # older form
+    rd.save_result(F.result(1, 3, p3.name).model_copy(update={"problem_hash": kernelbench_code_hash("x = 1")}))  # stale
+    pending, reused = _pending(lr, jobs)
+    assert reused == 2 and sorted(j.problem.problem_id for j in pending) == [3, 4]
+
+
+def test_aggregate_flags_only_results_of_another_version_of_the_problem(tmp_path):
+    from fixtures.leaderboard import factory as F
+
+    from kernelbench.problems.model import legacy_code_hash
+    from leaderboard.aggregate import aggregate
+
+    problems, cfg = lb_setup(tmp_path, None)
+    bundle_path = tmp_path / "data" / "evaluations" / "alpha__H100.json"
+    bundle = json.loads(bundle_path.read_text())
+    relu = F.problems().get(1, 1)
+    for recorded, flagged in ((relu.hash, False), (legacy_code_hash(relu.code), False),
+                              (legacy_code_hash(relu.code + "\nX = 2\n"), True)):
+        bundle["results"][0]["problem_hash"] = recorded
+        bundle_path.write_text(json.dumps(bundle))
+        aggregate(problems, cfg)
+        entry = json.loads((tmp_path / "data" / "index.json").read_text())["entries"][0]
+        assert (entry["audit"]["status"] == "flagged") == flagged, recorded
+        assert ("problem(s) changed since evaluation: level_1_problem_1" in entry["audit"]["reasons"]) == flagged
+    problem_file = json.loads((tmp_path / "data" / "problems" / "level1_1.json").read_text())
+    assert problem_file["hash"] == kernelbench_code_hash(relu.code)  # the site's hash is KernelBench's
+
+
 def test_shipped_manifest_pins_the_official_levels_with_names_and_hashes_only(monkeypatch):
     monkeypatch.delenv(MANIFEST_ENV, raising=False)
     m = official_manifest()
@@ -365,7 +429,7 @@ def test_presets_greedy_and_verbose_logging():
 
 
 # ------------------------------------------------------------------------------------ leaderboard
-def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None):
+def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None, result_name: str = "1_ReLU"):
     from fixtures.leaderboard import factory as F
 
     from leaderboard.aggregate import AggregateConfig
@@ -376,7 +440,7 @@ def lb_setup(root: Path, problem_set: dict | None, baseline: dict | None = None)
     sub = load_submission(F.write_submission(root / "submissions" / "alpha.json", F.submission_dict("Alpha", keys)))
     write_bundle(ResultsBundle(entry="alpha", gpu="H100", submission_sha256=sub.sha256(), problem_source="test",
                                problem_set=problem_set, evaluated_on="2026-03-01",
-                               results=[F.result(1, 1, "1_ReLU", candidate_ms=0.5)]), root / "data" / "evaluations")
+                               results=[F.result(1, 1, result_name, candidate_ms=0.5)]), root / "data" / "evaluations")
     if baseline is not None:
         (root / "baselines").mkdir()
         (root / "baselines" / "H100.json").write_text(json.dumps(baseline))
@@ -396,7 +460,8 @@ def test_aggregate_records_and_accepts_bundles_of_the_boards_set(tmp_path):
     assert (tmp_path / "data" / "index.json").exists()
 
 
-@pytest.mark.parametrize("case", ["other-set", "other-revision-hashes", "baseline-of-another-set"])
+@pytest.mark.parametrize("case", ["other-set", "other-revision-hashes", "baseline-of-another-set",
+                                  "results-named-for-other-problems"])
 def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
     from fixtures.leaderboard import factory as F
 
@@ -411,11 +476,15 @@ def test_aggregate_refuses_other_sets_and_writes_nothing(tmp_path, case):
     elif case == "other-revision-hashes":
         recorded = {**board.to_dict(), "hashes": {**board.hashes, "level1/1_ReLU.py": "0" * 32}}
         expected = "holds other versions of level1/1_ReLU.py"
-    else:
+    elif case == "baseline-of-another-set":
         recorded = board.to_dict()
         baseline = F.baseline({(1, p.filename): 1.0 for p in load_builtin(levels=[1])})
         expected = "names problems that are not in"
-    problems, cfg = lb_setup(tmp_path, recorded, baseline)
+    else:  # a bundle from before sets had an identity: its results still name their problems
+        recorded = None
+        expected = "holds results for other problems: level 1 problem 1 is 1_Square_matmul in the bundle but 1_ReLU"
+    name = "1_Square_matmul" if case == "results-named-for-other-problems" else "1_ReLU"
+    problems, cfg = lb_setup(tmp_path, recorded, baseline, result_name=name)
     with pytest.raises(AggregationError, match=expected):
         aggregate(problems, cfg)
     assert not (tmp_path / "data" / "index.json").exists()
@@ -500,6 +569,21 @@ def test_leaderboard_ranks_the_official_levels_1_to_3_by_default(official_board,
     # 2 of 8 problems correct (the other 6, missing, count as incorrect); speedups 2x and 4x
     assert overall["n_problems"] == 8 and overall["correctness_rate"] == 0.25
     assert overall["fulldeck_geomean"] == round(8 ** (1 / 8), 6)
+    assert index["entries"][0]["speedup_basis"] == "in-session reference"
+
+    # The official board's baselines are baselines/kernelbench/<GPU>.json; baselines/<GPU>.json is the
+    # built-in suite's (it would be refused here, naming its problems).
+    (official_board / "baselines" / "kernelbench").mkdir(parents=True)
+    (official_board / "baselines" / "H100.json").write_text(json.dumps(
+        F.baseline({(1, p.filename): 1.0 for p in load_builtin(levels=[1])})))
+    (official_board / "baselines" / "kernelbench" / "H100.json").write_text(json.dumps(
+        F.baseline({(p.level, p.filename): 2.0 for p in official})))
+    assert main(["leaderboard", "aggregate", "--exclusions", "none.json"]) == 0
+    entry = json.loads((official_board / "data" / "index.json").read_text())["entries"][0]
+    assert entry["speedup_basis"] == "baseline eager"
+    assert entry["scores"]["overall"]["fulldeck_geomean"] == round((4 * 8) ** (1 / 8), 6)  # 2/0.5 and 2/0.25
+    assert main(["leaderboard", "aggregate", "--exclusions", "none.json", "--baselines-dir", "baselines"]) == 2
+    assert "names problems that are not in kernelbench@test-rev-2" in capsys.readouterr().err
     assert main(["leaderboard", "build", "--out", "site"]) == 0
     html = (official_board / "site" / "index.html").read_text()
     assert "8 problems" in html and "Alpha" in html and "Problem set: <code>kernelbench@test-rev-2</code>" in html

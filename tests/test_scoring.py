@@ -211,7 +211,12 @@ def test_analyze_cli_on_a_fixture_run(tmp_path):
     refused = subprocess.run(base + ["--baseline", str(tmp_path / "A100.json")], capture_output=True, text=True,
                              timeout=120, env=env)
     assert refused.returncode == 2 and "--force" in refused.stderr
-    (tmp_path / "partial.json").write_text(json.dumps({"level1": {"1_P.py": {"mean": 2.0}}}))
-    partial = subprocess.run(base + ["--baseline", str(tmp_path / "partial.json")], capture_output=True, text=True,
-                             timeout=120, env=env)
-    assert partial.returncode == 2 and "level 1 problem 2" in partial.stderr
+    (tmp_path / "partial.json").write_text(json.dumps({"level1": {"2_P.py": {"mean": 1.0}}}))
+    partial = subprocess.run(base + ["--baseline", str(tmp_path / "partial.json"), "--output", str(tmp_path / "p.json")],
+                             capture_output=True, text=True, timeout=120, env=env)
+    # A problem the baseline lacks stays in the denominator, untimed: its correct kernel is never "faster".
+    assert partial.returncode == 0, partial.stderr
+    assert "has no time for 1 problem(s) of level 1 (1_P.py)" in partial.stderr
+    scores = json.loads((tmp_path / "p.json").read_text())
+    assert scores["baseline_missing"] == ["level1/1_P.py"]
+    assert scores["levels"]["1"]["fast_p"]["fast_0"] == 0.5 and scores["levels"]["1"]["fast_p"]["fast_0.5"] == 0.0

@@ -4,9 +4,10 @@ Every ``run:`` step executes as written (bash, ``-eo pipefail``) through scripts
 ``uses:`` steps call local stand-ins (checkout from the temporary repository, artifacts in a
 folder, a recorded Pages deployment). Comments go to a GitHub REST API stand-in served on
 127.0.0.1, so the real posting code runs. The only substitutions: dependency installation is
-skipped (the test environment has the package), the problem set is the tiny fixture set (through
-the repository variables KB_SOURCE / KB_SOURCE_PATH, as a maintainer would set them), and the
-evaluate step's runner is the local one (``KB_RUNNER=local``; the workflow's default is Modal).
+skipped (the test environment has the package); the official problems the workflows check out are a
+local repository in KernelBench's layout, made here from the tiny fixture problems and pinned as the
+official set by a manifest written for it (``KERNELBENCH_MANIFEST``, a test seam no workflow sets); and
+the evaluate step's runner is the local one (``KB_RUNNER=local``; the workflow's default is Modal).
 """
 
 from __future__ import annotations
@@ -162,7 +163,36 @@ class Sample:
     heads: dict[int, str]
 
 
-def incumbent_bundle(sub_path: Path, out_dir: Path) -> None:
+@dataclass
+class Upstream:
+    """A local stand-in for KernelBench's repository, and the manifest that pins it as the official set."""
+
+    repo: Path
+    revision: str
+    manifest: Path
+    identity: dict
+
+
+def make_upstream(tmp: Path) -> Upstream:
+    """``KernelBench/level<N>/`` holding the fixture problems (written for the tests), plus other files."""
+    from kernelbench.problems import load_directory
+    from kernelbench.problems.identity import ProblemSetIdentity, identify, write_manifest
+
+    repo = tmp / "upstream-KernelBench"
+    shutil.copytree(F.PROBLEMS_DIR, repo / "KernelBench", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "README.md").write_text("# KernelBench (a stand-in)\n")
+    (repo / "src").mkdir()
+    (repo / "src" / "not_problems.py").write_text("print('not checked out')\n")
+    git(repo, "init", "--quiet", "-b", "main")
+    git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+    revision = commit_all(repo, "problems")
+    hashes = identify(load_directory(repo / "KernelBench")).hashes
+    pinned = ProblemSetIdentity("kernelbench", revision, hashes)
+    write_manifest(pinned, tmp / "manifest.json")
+    return Upstream(repo, revision, tmp / "manifest.json", pinned.to_dict())
+
+
+def incumbent_bundle(sub_path: Path, out_dir: Path, problem_set: dict | None = None) -> None:
     """An entry already on the board (evaluated on this machine's label, CPU)."""
     from leaderboard.bundle import ResultsBundle, write_bundle
     from leaderboard.schema import load_submission
@@ -170,11 +200,12 @@ def incumbent_bundle(sub_path: Path, out_dir: Path) -> None:
     results = [F.result(1, 1, "1_ReLU", candidate_ms=0.5, ref_ms=1.0, gpu=None),
                F.result(1, 2, "2_Sigmoid", correct=False, gpu=None)]
     write_bundle(ResultsBundle(entry="incumbent", gpu="CPU", submission_sha256=load_submission(sub_path).sha256(),
-                               problem_source="test", runner="local", evaluated_on="2026-01-02", results=results),
+                               problem_source="test", problem_set=problem_set, runner="local",
+                               evaluated_on="2026-01-02", results=results),
                  out_dir)
 
 
-def make_sample(tmp: Path) -> Sample:
+def make_sample(tmp: Path, problem_set: dict | None = None) -> Sample:
     origin = tmp / "origin"
     origin.mkdir()
     git(origin, "init", "--quiet", "-b", "main")
@@ -182,6 +213,9 @@ def make_sample(tmp: Path) -> Sample:
     shutil.copytree(ROOT / "scripts" / "ci", origin / "scripts" / "ci",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / ".github", origin / ".github")
+    # the package's manifest, as the base branch has it (official-pin reads it without the package)
+    (origin / "kernelbench" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "kernelbench" / "data" / "kernelbench_manifest.json", origin / "kernelbench" / "data")
     (origin / "leaderboard").mkdir()
     # the comment job renders the validation report with the base branch's own renderer
     shutil.copy(ROOT / "leaderboard" / "markdown.py", origin / "leaderboard" / "markdown.py")
@@ -191,7 +225,7 @@ def make_sample(tmp: Path) -> Sample:
     sub = F.write_submission(origin / "submissions" / "incumbent.json", F.submission_dict(
         "Incumbent Model", kernels={"level_1_problem_1_sample_0": F.kernel("triton_relu"),
                                     "level_1_problem_2_sample_0": F.kernel("triton_sigmoid")}))
-    incumbent_bundle(sub, origin / "data" / "evaluations")
+    incumbent_bundle(sub, origin / "data" / "evaluations", problem_set)
     base_sha = commit_all(origin, "base: one entry on the board")
 
     git(origin, "checkout", "--quiet", "-b", "pr-1")
@@ -216,8 +250,13 @@ def make_sample(tmp: Path) -> Sample:
 
 
 @pytest.fixture
-def sample(tmp_path) -> Sample:
-    return make_sample(tmp_path)
+def upstream(tmp_path) -> Upstream:
+    return make_upstream(tmp_path)
+
+
+@pytest.fixture
+def sample(tmp_path, upstream) -> Sample:
+    return make_sample(tmp_path, upstream.identity)
 
 
 # ---------------------------------------------------------------- running a job
@@ -233,34 +272,40 @@ class Runs:
     sample: Sample
     gh: FakeGitHub
     store: Path
+    upstream: Upstream
     deployments: list = field(default_factory=list)
     n: int = 0
+    #: The repository variables (none: the workflows' defaults, the official set).
+    vars: dict = field(default_factory=dict)
 
     def job(self, workflow: str, job_id: str, event_name: str, event: dict, *, sha: str, inputs: dict | None = None,
             extra_env: dict | None = None, secrets: dict | None = None) -> tuple[JobRun, Path]:
         self.n += 1
         ws = self.tmp / f"ws{self.n}-{job_id}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "MODAL_", "KB_", "RUNNER_"))}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("GITHUB_", "MODAL_", "KB_", "RUNNER_", "KERNELBENCH_MANIFEST"))}
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["KERNELBENCH_MANIFEST"] = str(self.upstream.manifest)
         env.update(extra_env or {})
         ctx = JobContext(
             workspace=ws, runner_temp=self.tmp / f"rt{self.n}",
             github={"event_name": event_name, "event": event, "sha": sha, "ref": "refs/heads/main",
                     "repository": REPO, "run_id": str(7000 + self.n), "server_url": "https://github.com",
                     "api_url": self.gh.url, "token": TOKEN, "actor": "maintainer"},
-            actions=standard_actions(self.sample.origin, self.store, self.deployments),
-            inputs=inputs or {}, vars={"KB_SOURCE": "directory", "KB_SOURCE_PATH": str(F.PROBLEMS_DIR)},
+            actions=standard_actions(self.sample.origin, self.store, self.deployments,
+                                     repositories={"ScalingIntelligence/KernelBench": self.upstream.repo}),
+            inputs=inputs or {}, vars=dict(self.vars),
             secrets=secrets or {}, base_env=env, skip_step=_skip_install, step_timeout_s=600,
         )
         return run_job(load_workflow(WORKFLOWS / workflow), job_id, ctx), ws
 
 
 @pytest.fixture
-def runs(tmp_path, sample, github_api) -> Runs:
+def runs(tmp_path, sample, github_api, upstream) -> Runs:
     github_api.heads.update(sample.heads)
     store = tmp_path / "artifacts"
     store.mkdir()
-    return Runs(tmp=tmp_path, sample=sample, gh=github_api, store=store)
+    return Runs(tmp=tmp_path, sample=sample, gh=github_api, store=store, upstream=upstream)
 
 
 def pr_event(sample: Sample, n: int, **extra) -> dict:
@@ -423,7 +468,6 @@ def test_pull_request_to_published_site(runs):
     merged = commit_all(s.origin, "results of sample on CPU")
     build, bws = runs.job("publish.yml", "build", "push", {"ref": "refs/heads/main"}, sha=merged)
     assert build.status == "success", build.log
-    assert "the committed data/ is not what" in build.step("Aggregate").log  # data/ was not re-aggregated
     deploy, _ = runs.job("publish.yml", "deploy", "push", {"ref": "refs/heads/main"}, sha=merged,
                          extra_env={})
     assert deploy.status == "success", deploy.log
@@ -444,18 +488,73 @@ def test_publish_builds_and_deploys_the_site(runs):
 
     sub = load_submission(s.origin / "submissions" / "sample.json")
     write_bundle(ResultsBundle(entry="sample", gpu="CPU", submission_sha256=sub.sha256(), problem_source="test",
-                               runner="local", evaluated_on="2026-02-03",
+                               problem_set=runs.upstream.identity, runner="local", evaluated_on="2026-02-03",
                                results=[F.result(1, 1, "1_ReLU", candidate_ms=0.25, ref_ms=1.0, gpu=None)]),
                  s.origin / "data" / "evaluations")
-    subprocess.run([str(Path(sys.executable).parent / "kernelbench"), "leaderboard", "aggregate", "--source",
-                    "directory", "--path", str(F.PROBLEMS_DIR)], cwd=s.origin, check=True, capture_output=True)
-    merged = commit_all(s.origin, "results of sample, data/ regenerated")
+    merged = commit_all(s.origin, "results of sample")
     build, _ = runs.job("publish.yml", "build", "workflow_dispatch", {}, sha=merged)
     assert build.status == "success", build.log
-    assert "the committed data/ is not what" not in build.step("Aggregate").log
+    # the official set, checked out at the pinned commit and checked against the manifest
+    assert f"problem set kernelbench@{runs.upstream.revision}: 6 problems (level 1: 4, level 2: 2)" in \
+        build.step("Check the problem set").log
     assert (runs.store / "github-pages" / "index.html").exists()
     deploy, _ = runs.job("publish.yml", "deploy", "workflow_dispatch", {}, sha=merged)
     assert deploy.status == "success", deploy.log
     index = (Path(runs.deployments[0]["artifact"]) / "index.html").read_text()
     # sample (4x) ranks above the incumbent (2x on one problem)
     assert index.index("Sample Model") < index.index("Incumbent Model")
+
+
+# ---------------------------------------------------------------- the problem set
+def test_the_workflows_check_out_the_official_problems_at_the_pinned_commit(runs):
+    v, _ = runs.job("validate.yml", "validate", "pull_request", pr_event(runs.sample, 1), sha=runs.sample.heads[1])
+    assert v.status == "success", v.log
+    pin = v.step("pin")
+    assert pin.outputs == {"checkout": "true", "revision": runs.upstream.revision, "path": "kernelbench-official"}
+    checkout = v.step("Check out the official problems")
+    assert checkout.outcome == "success" and checkout.outputs["commit"] == runs.upstream.revision
+    ws = runs.tmp / "ws1-validate"
+    official = ws / "kernelbench-official"
+    assert (official / "KernelBench" / "level1" / "1_ReLU.py").is_file()
+    assert not (official / "src").exists()  # only the problems (sparse checkout)
+    assert f"problem set kernelbench@{runs.upstream.revision}: 6 problems (level 1: 4, level 2: 2)" in \
+        v.step("Check the problem set").log
+    report = json.loads((runs.store / "validate-report" / "validate.json").read_text())
+    assert report["problem_source"] == f"kernelbench:{official.resolve()}"
+
+
+def test_a_checkout_that_does_not_hash_as_pinned_stops_the_job_before_anything_is_validated(runs):
+    """The manifest pins other problems than the commit holds (or the other way round): one error."""
+    pinned = json.loads(runs.upstream.manifest.read_text())
+    pinned["hashes"]["level2/1_Linear_ReLU.py"] = "0" * 32
+    runs.upstream.manifest.write_text(json.dumps(pinned))
+    v, _ = runs.job("validate.yml", "validate", "pull_request", pr_event(runs.sample, 1), sha=runs.sample.heads[1])
+    assert v.status == "failure"
+    step = v.step("Check the problem set")
+    assert step.outcome == "failure"
+    assert "does not hash the same as kernelbench@" in step.log and "level2/1_Linear_ReLU.py" in step.log
+    assert "Traceback" not in step.log
+    assert v.step("Validate").outcome == "skipped"
+    assert not (runs.store / "validate-report" / "validate.json").exists()
+
+
+def test_a_manifest_pinning_a_commit_the_repository_lacks_fails_at_the_checkout(runs):
+    pinned = json.loads(runs.upstream.manifest.read_text())
+    pinned["revision"] = "1" * 40
+    runs.upstream.manifest.write_text(json.dumps(pinned))
+    v, _ = runs.job("validate.yml", "validate", "pull_request", pr_event(runs.sample, 1), sha=runs.sample.heads[1])
+    assert v.status == "failure" and v.step("Check out the official problems").outcome == "failure"
+    assert v.step("Validate").outcome == "skipped"
+
+
+def test_the_builtin_demo_board_needs_no_checkout(runs):
+    """A maintainer who sets KB_SOURCE=builtin (the offline demo) gets no checkout of KernelBench."""
+    runs.vars = {"KB_SOURCE": "builtin"}
+    v, ws = runs.job("validate.yml", "validate", "pull_request", pr_event(runs.sample, 1), sha=runs.sample.heads[1])
+    assert v.status == "success", v.log
+    assert v.step("pin").outputs["checkout"] == "false"
+    assert v.step("Check out the official problems").outcome == "skipped"
+    assert not (ws / "kernelbench-official").exists()
+    from kernelbench import __version__
+
+    assert f"problem set builtin@{__version__}: 50 problems" in v.step("Check the problem set").log

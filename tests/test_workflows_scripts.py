@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.leaderboard import factory as F
-from test_workflows_run import BOT, REPO, TOKEN, commit_all, git, github_api  # noqa: F401  (fixture)
+from test_workflows_run import BOT, REPO, TOKEN, commit_all, git, github_api, make_upstream  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "ci"))
@@ -288,7 +288,8 @@ def test_post_comment_needs_only_the_standard_library(tmp_path):
     assert c.body == "<!-- kernelbench:validate -->\n## report\n"
 
 
-@pytest.mark.parametrize("sub", ["changed", "fetch", "validate", "score", "post-comment"])
+@pytest.mark.parametrize("sub", ["changed", "fetch", "validate", "score", "post-comment", "official-pin",
+                                 "problems"])
 def test_every_subcommand_has_help(sub, capsys):
     with pytest.raises(SystemExit) as e:
         kb_ci.main([sub, "--help"])
@@ -327,3 +328,63 @@ def test_validation_comment_is_rendered_by_base_code_from_the_json_report(tmp_pa
                          capture_output=True, text=True, env=env, check=False)
     assert bad.returncode != 0 and "not a JSON validation report" in bad.stderr and "Traceback" not in bad.stderr
     assert FileCommentSink(tmp_path / "c.json").list_comments(4) == []
+
+
+# ---------------------------------------------------------------- the official problems
+def _pin(tmp_path, env_extra: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    """official-pin on a bare Python (-I -S): it runs before the package is installed."""
+    out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}.txt"
+    out.write_text("")
+    env = {"PATH": os.environ.get("PATH", ""), "GITHUB_OUTPUT": str(out), **env_extra}
+    proc = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "scripts" / "ci" / "kb_ci.py"), "official-pin"],
+                          capture_output=True, text=True, env=env, check=False)
+    return proc, _parse_kv_file(out)
+
+
+def test_official_pin_reads_the_packages_manifest_without_the_package(tmp_path):
+    from kernelbench.problems.identity import KERNELBENCH_REVISION
+
+    proc, out = _pin(tmp_path, {})
+    assert proc.returncode == 0, proc.stderr
+    assert out == {"checkout": "true", "revision": KERNELBENCH_REVISION, "path": "kernelbench-official"}
+    assert f"ScalingIntelligence/KernelBench at {KERNELBENCH_REVISION}" in proc.stdout
+    for env in ({"KB_SOURCE": "builtin"}, {"KB_SOURCE": "kernelbench", "KB_SOURCE_PATH": "/somewhere/KernelBench"}):
+        proc, out = _pin(tmp_path, env)
+        assert proc.returncode == 0 and out["checkout"] == "false", (env, proc.stderr)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "kernelbench", "revision": "main", "hashes": {}}))
+    proc, out = _pin(tmp_path, {"KERNELBENCH_MANIFEST": str(bad)})
+    assert proc.returncode == 2 and "'revision' must be the full 40-character commit" in proc.stderr
+    assert out == {} and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_problems_checks_the_checkout_against_the_manifest(tmp_path, monkeypatch, capsys):
+    up = make_upstream(tmp_path)
+    checkout = tmp_path / "ws" / "kernelbench-official"
+    subprocess.run(["git", "clone", "--quiet", str(up.repo), str(checkout)], check=True)
+    monkeypatch.setenv("KERNELBENCH_MANIFEST", str(up.manifest))
+    monkeypatch.setenv("GITHUB_ENV", str(tmp_path / "env.txt"))
+    monkeypatch.delenv("KB_SOURCE", raising=False)
+    monkeypatch.delenv("KB_SOURCE_PATH", raising=False)
+    monkeypatch.chdir(tmp_path / "ws")
+    assert kb_ci.main(["problems"]) == 0
+    assert f"problem set kernelbench@{up.revision}: 6 problems" in capsys.readouterr().out
+    assert _parse_kv_file(tmp_path / "env.txt") == {"KB_SOURCE_PATH": str(checkout.resolve())}
+
+    # another commit of the repository than the pinned one
+    (checkout / "NOTES.md").write_text("later\n")
+    git(checkout, "add", "NOTES.md")
+    git(checkout, "commit", "--quiet", "-m", "a later commit")
+    assert kb_ci.main(["problems"]) == 2
+    assert f"but the manifest pins {up.revision[:12]}" in capsys.readouterr().err
+    git(checkout, "reset", "--quiet", "--hard", up.revision)
+
+    # a problem that differs from the pinned one: named
+    relu = checkout / "KernelBench" / "level1" / "1_ReLU.py"
+    relu.write_text(relu.read_text().replace("torch.relu", "torch.nn.functional.gelu"))
+    assert kb_ci.main(["problems"]) == 2
+    assert "does not hash the same as kernelbench@" in capsys.readouterr().err
+
+    # no checkout at all
+    assert kb_ci.main(["problems", "--checkout", str(tmp_path / "nowhere")]) == 2
+    assert "the official problems were not checked out" in capsys.readouterr().err

@@ -115,7 +115,7 @@ def test_secrets_reach_only_the_modal_step(wf):
 
 def test_test_seams_are_never_set_by_a_workflow(wf):
     for name, w in wf.items():
-        for seam in ("KB_RUNNER", "KB_COMMENT_SINK"):
+        for seam in ("KB_RUNNER", "KB_COMMENT_SINK", "KERNELBENCH_MANIFEST"):
             assert not re.search(rf'"{seam}"\s*:', text(w)), f"{name} sets {seam}"
 
 
@@ -136,6 +136,35 @@ def test_no_expression_is_pasted_into_a_script(wf):
     for name, job_id, job in jobs(wf):
         for st in steps(job):
             assert "${{" not in st.get("run", ""), f"{name}.{job_id}: expression in the script of {st.get('name')}"
+
+
+#: The one checkout of another repository a job may make: KernelBench's problems, at the commit the
+#: checkout's own manifest pins (``kb_ci.py official-pin``), without keeping the token.
+OFFICIAL_CHECKOUT = {"repository": "ScalingIntelligence/KernelBench", "ref": "${{ steps.pin.outputs.revision }}",
+                     "path": "${{ steps.pin.outputs.path }}", "sparse-checkout": "KernelBench",
+                     "persist-credentials": False}
+
+
+def test_the_leaderboard_workflows_rank_the_official_problems_checked_against_the_manifest(wf):
+    """validate, evaluate and publish default to the official set, check it out at the pinned commit and
+    check it against the manifest before any step that reads it."""
+    for name, job_id in (("validate", "validate"), ("evaluate", "evaluate"), ("publish", "build")):
+        job = wf[name]["jobs"][job_id]
+        assert job["env"]["KB_SOURCE"] == "${{ vars.KB_SOURCE || 'kernelbench' }}", name
+        names = [s.get("name") or s.get("uses", "").split("@")[0] for s in steps(job)]
+        pin = names.index("Pin the problem set")
+        co = names.index("Check out the official problems")
+        check = names.index("Check the problem set")
+        assert str(steps(job)[0].get("uses", "")).startswith("actions/checkout@") and pin < co < check, names
+        assert steps(job)[pin] == {"name": "Pin the problem set", "id": "pin",
+                                   "run": "python scripts/ci/kb_ci.py official-pin"}
+        assert steps(job)[co]["if"] == "steps.pin.outputs.checkout == 'true'"
+        assert steps(job)[co]["with"] == OFFICIAL_CHECKOUT
+        assert steps(job)[check]["run"].strip() == "python scripts/ci/kb_ci.py problems"
+        for i, st in enumerate(steps(job)):
+            if "KB_SOURCE" in st.get("run", "") or "kb_ci.py validate" in st.get("run", "") \
+                    or "kb_ci.py score" in st.get("run", ""):
+                assert i > check, f"{name}: {st.get('name')} reads the problems before they are checked"
 
 
 PR_CODE_PATTERNS = [
@@ -163,9 +192,11 @@ def test_privileged_jobs_never_check_out_or_run_pull_request_code(wf):
             where = f"{name}.{job_id}: {st.get('name') or st.get('uses')}"
             if str(st.get("uses", "")).startswith("actions/checkout@"):
                 w = st.get("with") or {}
-                assert w.get("ref") == "${{ github.sha }}", f"{where}: checks out {w.get('ref')!r}"
                 assert w.get("persist-credentials") is False, f"{where}: leaves the token in .git/config"
-                assert "repository" not in w, f"{where}: checks out another repository"
+                if "repository" in w:  # only the official problems, at the commit the base branch pins
+                    assert w == OFFICIAL_CHECKOUT, f"{where}: checks out {w}"
+                else:
+                    assert w.get("ref") == "${{ github.sha }}", f"{where}: checks out {w.get('ref')!r}"
             assert "pull_request.head" not in text({k: v for k, v in st.items() if k != "env"}), where
             for pattern in PR_CODE_PATTERNS:
                 assert not re.search(pattern, st.get("run", ""), re.MULTILINE), f"{where}: matches {pattern}"

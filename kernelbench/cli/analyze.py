@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.errors import RunDirectoryError
     from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems
-    from kernelbench.problems.identity import ProblemSetMismatchError, identify
+    from kernelbench.problems.identity import ProblemSetMismatchError, identify, problem_ref
     from kernelbench.problems.resolve import resolve_run_source
     from kernelbench.runs import RunDirectory
     from kernelbench.scoring import (
@@ -90,7 +90,18 @@ def run(args: argparse.Namespace) -> int:
     if baseline is not None:
         check_same_gpu(results, baseline, force=args.force)
 
-    report = score_results(problems, results, baseline, sample_policy=args.sample_policy)
+    # A baseline without some of the level's problems: KernelBench's script skips them (its denominator
+    # shrinks); ours keeps them in the denominator as untimed, so no problem counts as faster without a
+    # baseline time, and says which they are.
+    unbaselined = [p for p in problems if baseline is not None and baseline.find(p) is None]
+    if unbaselined:
+        names = ", ".join(p.filename for p in unbaselined[:5]) + (
+            f" and {len(unbaselined) - 5} more" if len(unbaselined) > 5 else "")
+        print(f"warning: baseline {baseline.path} has no time for {len(unbaselined)} problem(s) of level {rd.level} "
+              f"({names}): they count as untimed here (a correct kernel is correct but not faster); "
+              "KernelBench's figures below leave them out", file=sys.stderr)
+    report = score_results(problems, results, baseline, sample_policy=args.sample_policy,
+                           missing_baseline="untimed")
     drift = baseline_drift(problems, results, baseline) if baseline is not None else []
     score = report.levels[rd.level]
 
@@ -146,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 "kernelbench_compatible": kb.to_dict() if kb is not None else None,
                 "baseline": str(baseline.path) if baseline else None,
                 "baseline_mode": baseline.mode if baseline else None,
+                "baseline_missing": [problem_ref(p.level, p.filename) for p in unbaselined],
                 "sample_policy": args.sample_policy, **report.to_dict(),
                 "baseline_drift": [d.to_dict() for d in drift],
                 "timing_flags": [{"problem_id": r.problem_id, "sample_id": r.sample_id, "name": r.problem_name,

@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--modes", nargs="+", type=_mode_type, default=["all"], metavar="MODE",
                    help=f"baseline modes: {', '.join(ALL_MODES)} or all (default: all)")
     p.add_argument("--out", default=None, help="baseline file to write (default: <baselines-dir>/<gpu-name>.json)")
-    p.add_argument("--baselines-dir", default="baselines", help="folder of per-GPU baseline files")
+    p.add_argument("--baselines-dir", default=None,
+                   help="folder of per-GPU baseline files (default: baselines/kernelbench for the official set, "
+                        "baselines otherwise)")
     g = p.add_argument_group("timing")
     g.add_argument("--timing-budget", type=_positive_float, default=1.0,
                    help="seconds of timed calls per problem and mode (default 1)")
@@ -147,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         LocalMeasurer,
         baseline_path_for_gpu,
         baseline_settings,
+        baselines_dir_for,
         measure_into,
         measure_into_via_modal,
         warm_compile_caches,
@@ -164,7 +167,12 @@ def run(args: argparse.Namespace) -> int:
         device, label = _local_target(args)
     settings = baseline_settings(args.timing_budget, args.min_trials, args.max_trials, args.compile_timeout,
                                  args.timeout, args.precision, device)
-    out = Path(args.out) if args.out else baseline_path_for_gpu(label, args.baselines_dir)
+    if args.out:
+        out = Path(args.out)
+    else:
+        from kernelbench.problems.identity import identify
+
+        out = baseline_path_for_gpu(label, args.baselines_dir or baselines_dir_for(identify(problems).name))
     file = BaselineFile.open(out, label, precision=args.precision, restart=args.restart, force=args.force)
 
     where = f"Modal {runner.gpu}" if runner is not None else device

@@ -22,10 +22,9 @@ def _board_sources(p: argparse.ArgumentParser) -> None:
 
 def _board_problems(args: argparse.Namespace):
     """The board's problems: the official levels 1-3 by default (level 4 needs the network to build)."""
-    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
+    from kernelbench.problems import load_board_problems
 
-    levels = OFFICIAL_LEVELS if args.source == "kernelbench" else None
-    return load_problems(args.source, args.path, levels=levels)
+    return load_board_problems(args.source, args.path)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--submissions-dir", default="submissions", help="submission JSON files (default: submissions)")
     a.add_argument("--evaluations-dir", default="data/evaluations",
                    help="results bundles from 'leaderboard evaluate' (default: data/evaluations)")
-    a.add_argument("--baselines-dir", default="baselines", help="baselines/<GPU>.json files (default: baselines)")
+    a.add_argument("--baselines-dir", default=None,
+                   help="folder of <GPU>.json baseline files (default: baselines/kernelbench for the official set, "
+                        "baselines for the built-in suite)")
     a.add_argument("--baseline-mode", default="eager", help="baseline mode to score against (default: eager)")
     a.add_argument("--exclusions", default="leaderboard/exclusions.json",
                    help="maintainers' exclusion list (default: leaderboard/exclusions.json, if present)")
@@ -178,11 +179,14 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
+    from kernelbench.baselines import baselines_dir_for
+    from kernelbench.problems.identity import identify
     from leaderboard.aggregate import AggregateConfig, aggregate
 
     problems = _board_problems(args)
+    baselines_dir = Path(args.baselines_dir) if args.baselines_dir else baselines_dir_for(identify(problems).name)
     config = AggregateConfig(submissions_dir=Path(args.submissions_dir), evaluations_dir=Path(args.evaluations_dir),
-                             baselines_dir=Path(args.baselines_dir), exclusions_path=Path(args.exclusions),
+                             baselines_dir=baselines_dir, exclusions_path=Path(args.exclusions),
                              out_dir=Path(args.out), baseline_mode=args.baseline_mode)
     result = aggregate(problems, config, progress=True)
     rows = []

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _problem_dict(p, with_code: bool = False) -> dict:
     from kernelbench.problems.identity import kernelbench_code_hash
 
-    # kernelbench_hash is KernelBench's own (get_code_hash): compare it with hashes KernelBench computes.
+    # hash is KernelBench's get_code_hash of the code less a CPU_SIZE declaration (the problem's identity);
+    # kernelbench_hash is get_code_hash of the file as written. They differ only where CPU_SIZE is declared.
     d = {"level": p.level, "problem_id": p.problem_id, "name": p.name, "source": p.source, "hash": p.hash,
          "kernelbench_hash": kernelbench_code_hash(p.code), "requirements": list(p.requirements), "key": p.key}
     if with_code:

@@ -13,6 +13,7 @@ from kernelbench.problems.sources import (
     OFFICIAL_LEVELS,
     SOURCES,
     builtin_root,
+    load_board_problems,
     load_builtin,
     load_directory,
     load_huggingface,
@@ -21,7 +22,8 @@ from kernelbench.problems.sources import (
 )
 
 __all__ = [
-    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_builtin",
+    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_board_problems",
+    "load_builtin",
     "load_directory", "load_huggingface", "load_official", "load_problems", "normalized_code_hash", "parse_id_spec",
     "problem_key",
 ]

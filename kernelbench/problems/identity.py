@@ -5,17 +5,16 @@ problems. Ids alone do not say that (built-in ``4_Matmul_transposed_A`` and offi
 ``4_Matrix_vector_multiplication_`` share id 4), so every artefact records the set's name, its
 revision and each problem's hash, and every consumer compares them before mixing anything.
 
-The per-problem hash is KernelBench's own (``kernelbench.dataset.get_code_hash`` upstream): MD5 of the
-code with triple-quoted strings, ``#`` comments and all whitespace removed. Using the same formula
+The per-problem hash is ``Problem.hash``: KernelBench's own (``kernelbench.dataset.get_code_hash``
+upstream; MD5 of the code with triple-quoted strings, ``#`` comments and all whitespace removed), of
+the code less a ``CPU_SIZE`` declaration, which official problems never have. Using the same formula
 means a hash we record can be checked against one KernelBench computes, and vice versa.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from kernelbench.errors import KernelBenchError
 from kernelbench.problems.model import Problem, ProblemSet
+from kernelbench.problems.model import kernelbench_code_hash as kernelbench_code_hash  # re-exported
 
 BUILTIN = "builtin"
 KERNELBENCH = "kernelbench"
@@ -35,19 +35,8 @@ MANIFEST_RESOURCE = "kernelbench_manifest.json"
 #: How many mismatches an error names before it says "and N more".
 SHOWN = 5
 
-_TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
-_COMMENT_OR_SPACE = re.compile(r"#.*$|\s+", re.MULTILINE)
-
-
 class ProblemSetMismatchError(KernelBenchError):
     """Two artefacts come from different problem sets (or different revisions of one)."""
-
-
-def kernelbench_code_hash(code: str) -> str:
-    """KernelBench's problem hash, computed the way its ``get_code_hash`` does (same input, same digest)."""
-    stripped = _TRIPLE_QUOTED.sub("", code)
-    stripped = _COMMENT_OR_SPACE.sub("", stripped)
-    return hashlib.md5(stripped.encode("utf-8")).hexdigest()
 
 
 def problem_ref(level: int, filename: str) -> str:
@@ -131,7 +120,7 @@ def builtin_revision() -> str:
 
 
 def _hashes(problems: Iterable[Problem]) -> dict[str, str]:
-    return {ref_of(p): kernelbench_code_hash(p.code) for p in problems}
+    return {ref_of(p): p.hash for p in problems}
 
 
 def identify(problems: ProblemSet, official: ProblemSetIdentity | None = None) -> ProblemSetIdentity:
@@ -213,6 +202,6 @@ def set_of_problem(problem: Problem, official: ProblemSetIdentity | None = None)
     if problem.source == BUILTIN:
         return BUILTIN, builtin_revision()
     official = official if official is not None else official_manifest()
-    if official.hashes.get(ref_of(problem)) == kernelbench_code_hash(problem.code):
+    if official.hashes.get(ref_of(problem)) == problem.hash:
         return official.name, official.revision
     return CUSTOM, problem.source or "unknown"

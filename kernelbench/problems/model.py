@@ -36,12 +36,32 @@ def _without_reduced_size(code: str) -> str:
     return code
 
 
-def normalized_code_hash(code: str) -> str:
-    """Hash of the code's tokens, so reformatting or re-commenting a problem keeps its identity.
+_TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+_COMMENT_OR_SPACE = re.compile(r"#.*$|\s+", re.MULTILINE)
 
-    Comments and all whitespace are dropped; string literals (docstrings included) are kept,
-    because changing a docstring is harmless but changing a literal may change the problem.
+
+def kernelbench_code_hash(code: str) -> str:
+    """KernelBench's problem hash (``get_code_hash`` upstream): MD5 of the code without triple-quoted
+    strings, ``#`` comments and whitespace. Same input, same digest as KernelBench's own tools."""
+    stripped = _TRIPLE_QUOTED.sub("", code)
+    stripped = _COMMENT_OR_SPACE.sub("", stripped)
+    return hashlib.md5(stripped.encode("utf-8")).hexdigest()
+
+
+def normalized_code_hash(code: str) -> str:
+    """A problem's identity: KernelBench's hash of its code, less a ``CPU_SIZE`` declaration.
+
+    One value everywhere (results, baselines, run directories, bundles, the site), and for a problem
+    without ``CPU_SIZE`` (every official one) exactly the hash KernelBench computes, so a hash written
+    by either project can be checked against the other's problems. Re-documenting or re-formatting a
+    problem keeps it; changing what it computes (a size, an operation) does not.
     """
+    return kernelbench_code_hash(_without_reduced_size(code))
+
+
+def legacy_code_hash(code: str) -> str:
+    """The hash results recorded before problems took KernelBench's (SHA-256 of the code's tokens,
+    string literals and docstrings kept): still recognised, so older results are not taken for stale."""
     code = _without_reduced_size(code)
     parts: list[str] = []
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -52,7 +72,6 @@ def normalized_code_hash(code: str) -> str:
                 parts.append(tok.string)
         normalized = " ".join(parts)
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        # Not valid Python: fall back to a whitespace- and #-comment-insensitive form.
         no_comments = re.sub(r"#[^\n]*", "", code)
         normalized = " ".join(no_comments.split())
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
@@ -79,7 +98,14 @@ class Problem:
 
     @cached_property
     def hash(self) -> str:
+        """KernelBench's hash of the code (see :func:`normalized_code_hash`)."""
         return normalized_code_hash(self.code)
+
+    def matches_hash(self, recorded: str) -> bool:
+        """Whether a hash an artefact recorded is this problem's, in today's form or the older SHA-256 one."""
+        if len(recorded) == 64:
+            return recorded == legacy_code_hash(self.code)
+        return recorded == self.hash
 
     @property
     def key(self) -> str:

@@ -231,3 +231,12 @@ def load_problems(source: str = "builtin", path: str | Path | None = None,
     if source == "kernelbench":
         return load_official(path, levels)
     raise SourceError(f"unknown problem source {source!r} (choose from {', '.join(SOURCES)})")
+
+
+def load_board_problems(source: str = "kernelbench", path: str | Path | None = None) -> ProblemSet:
+    """The problems a leaderboard ranks: the official levels 1-3 for ``kernelbench`` (250 problems; level 4
+    needs the network to build its models and gets its own board once it can be evaluated), every level of
+    any other source (the built-in demo board has all four). The CLI and the CI scripts both use this, so
+    the board, its validation and the scores commented on a pull request count the same problems."""
+    levels = OFFICIAL_LEVELS if source == "kernelbench" else None
+    return load_problems(source, path, levels=levels)

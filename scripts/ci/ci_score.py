@@ -45,6 +45,8 @@ def _copy_json(src: Path, dest: Path) -> None:
 def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Path, new_bundles: str | Path,
                       deleted_entries: list[str] | None = None, baseline_mode: str = "eager") -> list[EntryScore]:
     """Aggregate base + pull request in a scratch folder; one EntryScore per new bundle."""
+    from kernelbench.baselines import baselines_dir_for
+    from kernelbench.problems.identity import identify
     from leaderboard.aggregate import AggregateConfig, aggregate
     from leaderboard.bundle import read_bundle
 
@@ -70,7 +72,8 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
                 p.unlink()  # a bundle whose submission the pull request removes
         exclusions = base / "leaderboard" / "exclusions.json"
         config = AggregateConfig(submissions_dir=scratch / "submissions", evaluations_dir=scratch / "evaluations",
-                                 baselines_dir=base / "baselines", exclusions_path=exclusions if exclusions.exists() else None,
+                                 baselines_dir=base / baselines_dir_for(identify(problems).name),
+                                 exclusions_path=exclusions if exclusions.exists() else None,
                                  out_dir=scratch / "data", baseline_mode=baseline_mode)
         aggregate(problems, config)
         index = json.loads((scratch / "data" / "index.json").read_text(encoding="utf-8"))

@@ -5,8 +5,10 @@
     validate      validate those files; write the report and the comment body
     score         score new results bundles as the board would; write the comment body
     post-comment  create or update the one comment of a kind on a pull request
+    official-pin  the KernelBench commit the official problems are pinned to, and whether to check it out
+    problems      load the board's problem set, check it against the pinned manifest, export its path
 
-``changed``, ``fetch`` and ``post-comment`` use only the standard library (``post-comment`` runs
+``changed``, ``fetch``, ``post-comment`` and ``official-pin`` use only the standard library (they run
 where the package is not installed); the others import the leaderboard package.
 Run ``python scripts/ci/kb_ci.py <subcommand> --help`` for the options. See docs/leaderboard.md.
 """
@@ -23,7 +25,7 @@ from pathlib import Path, PurePosixPath
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ci_comments import RunContext, failure_comment, no_submissions_comment, validation_comment  # noqa: E402
-from ci_git import changed_submissions, export_blobs, fetch_pr_head, write_manifest  # noqa: E402
+from ci_git import changed_submissions, export_blobs, fetch_pr_head, git, write_manifest  # noqa: E402
 from ci_github import CIError, api_from_env, sink_from_env, upsert_comment  # noqa: E402
 
 #: Bodies read from an artifact are capped before parsing (the artifact may come from a hostile run).
@@ -36,6 +38,17 @@ def set_output(name: str, value: object) -> None:
     if "\n" in text:
         raise CIError(f"output {name} must be one line")
     target = os.environ.get("GITHUB_OUTPUT")
+    if target:
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(f"{name}={text}\n")
+
+
+def set_env(name: str, value: object) -> None:
+    """Append ``name=value`` to $GITHUB_ENV: later steps of the job see it as an environment variable."""
+    text = str(value)
+    if "\n" in text:
+        raise CIError(f"environment variable {name} must be one line")
+    target = os.environ.get("GITHUB_ENV")
     if target:
         with open(target, "a", encoding="utf-8") as f:
             f.write(f"{name}={text}\n")
@@ -102,7 +115,7 @@ def _location_error(rel: str, full: Path) -> str | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kernelbench.problems import load_problems
+    from kernelbench.problems import load_board_problems
     from leaderboard.validate import FileReport, ValidationReport, load_static_guard, validate_file
 
     paths = _read_lines(args.files_from)
@@ -126,7 +139,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         (out / "report.md").write_text(no_submissions_comment(ctx, n_deleted), encoding="utf-8")
         print("no submission file added or changed: nothing to validate")
         return 0
-    problems = load_problems(args.source, args.path or None)
+    problems = load_board_problems(args.source, args.path or None)
     guard = None if args.no_guard else load_static_guard()
     report = ValidationReport(problem_source=problems.source)
     for rel in paths:
@@ -160,11 +173,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     from ci_comments import evaluation_comment
     from ci_score import score_new_bundles
 
-    from kernelbench.problems import load_problems
+    from kernelbench.problems import load_board_problems
 
     manifest = json.loads(Path(args.manifest).read_text(encoding="utf-8")) if args.manifest else {}
     deleted = [PurePosixPath(p).stem for p in manifest.get("deleted", [])]
-    problems = load_problems(args.source, args.path or None)
+    problems = load_board_problems(args.source, args.path or None)
     scores = score_new_bundles(problems, args.base_root, args.submissions, args.evaluations, deleted,
                                baseline_mode=args.baseline_mode)
     ctx = RunContext.from_env(pr=manifest.get("pr"), head_sha=manifest.get("head_sha"), artifact=args.artifact)
@@ -178,6 +191,79 @@ def cmd_score(args: argparse.Namespace) -> int:
                     for s in scores], headers=["entry", "gpu", "correct", "full-deck geomean", "rank", "audit"],
                    disable_numparse=True))
     print(f"\ncomment written to {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------- the official problems
+#: The repository whose ``KernelBench/`` folder holds the official problems; the workflows check it out
+#: (at the commit the package's manifest pins) into OFFICIAL_CHECKOUT inside the workspace.
+OFFICIAL_REPOSITORY = "ScalingIntelligence/KernelBench"
+OFFICIAL_CHECKOUT = "kernelbench-official"
+#: A file of the same format pins another set instead (the package's own KERNELBENCH_MANIFEST test seam).
+MANIFEST_ENV = "KERNELBENCH_MANIFEST"
+
+
+def pinned_revision() -> str:
+    """The commit of the official set pinned in this checkout's manifest (read as JSON: no package needed)."""
+    path = Path(os.environ.get(MANIFEST_ENV) or
+                Path(__file__).resolve().parents[2] / "kernelbench" / "data" / "kernelbench_manifest.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CIError(f"cannot read the pinned manifest {path}: {e}") from None
+    revision = data.get("revision") if isinstance(data, dict) else None
+    if not isinstance(revision, str) or not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise CIError(f"{path}: 'revision' must be the full 40-character commit of {OFFICIAL_REPOSITORY}, "
+                      f"not {revision!r}")
+    return revision
+
+
+def cmd_official_pin(args: argparse.Namespace) -> int:
+    """Say which commit to check out; only the official set with no folder of its own needs one."""
+    revision = pinned_revision()
+    checkout = args.source == "kernelbench" and not args.path
+    set_output("checkout", "true" if checkout else "false")
+    set_output("revision", revision)
+    set_output("path", OFFICIAL_CHECKOUT)
+    if checkout:
+        print(f"problem set: the official levels 1-3, {OFFICIAL_REPOSITORY} at {revision} (checked out into "
+              f"{OFFICIAL_CHECKOUT}/ and checked against the manifest)")
+    else:
+        print(f"problem set: --source {args.source}" + (f" --path {args.path}" if args.path else "")
+              + " (no checkout of the official problems)")
+    return 0
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    """Load the board's problems exactly as the later steps will, and stop the job here if they are wrong.
+
+    The official set is the checkout the previous step made: its commit must be the pinned one and every
+    problem must hash as the manifest says (``load_board_problems`` refuses it otherwise), so a job never
+    validates, evaluates or ranks against other problems under the official name.
+    """
+    from kernelbench.problems import load_board_problems
+    from kernelbench.problems.identity import KERNELBENCH, identify
+
+    path = args.path
+    checkout = Path(args.checkout)
+    if args.source == "kernelbench" and not path:
+        if not checkout.is_dir():
+            raise CIError(f"no {checkout}/ folder: the official problems were not checked out "
+                          f"({OFFICIAL_REPOSITORY} at the pinned commit)")
+        if (checkout / ".git").exists():
+            head = git(checkout, "rev-parse", "HEAD").strip()
+            if head != pinned_revision():
+                raise CIError(f"{checkout} is {OFFICIAL_REPOSITORY} at {head[:12]}, but the manifest pins "
+                              f"{pinned_revision()[:12]}")
+        path = str(checkout.resolve())
+    problems = load_board_problems(args.source, path)
+    ident = identify(problems)
+    if args.source == "kernelbench" and ident.name != KERNELBENCH:  # load_official refuses first; kept explicit
+        raise CIError(f"{problems.source} is not the official set")
+    if path:
+        set_env("KB_SOURCE_PATH", path)
+    counts = ", ".join(f"level {lv}: {n}" for lv, n in sorted(problems.count_by_level().items()))
+    print(f"problem set {ident.label}: {len(problems)} problems ({counts}) from {problems.source}")
     return 0
 
 
@@ -281,8 +367,9 @@ def cmd_post_comment(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- main
 def _add_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", default=os.environ.get("KB_SOURCE") or "builtin",
-                   help="problem source: builtin, directory or huggingface (default: $KB_SOURCE or builtin)")
+    p.add_argument("--source", default=os.environ.get("KB_SOURCE") or "kernelbench",
+                   help="problem source: kernelbench (the official levels 1-3 at the pinned commit), builtin, "
+                        "directory or huggingface (default: $KB_SOURCE or kernelbench)")
     p.add_argument("--path", default=os.environ.get("KB_SOURCE_PATH") or None,
                    help="folder or dataset for --source (default: $KB_SOURCE_PATH)")
 
@@ -346,6 +433,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job-status", default="failure", help="job status for the failure comment")
     p.add_argument("--validation-dir", default=None, help="validate's --report-dir, quoted in a failure comment")
     p.set_defaults(func=cmd_post_comment)
+
+    p = sub.add_parser("official-pin", help="the pinned KernelBench commit, and whether this job must check it out "
+                                            "(outputs checkout, revision, path)")
+    _add_source(p)
+    p.set_defaults(func=cmd_official_pin)
+
+    p = sub.add_parser("problems", help="load and check the board's problem set; export KB_SOURCE_PATH for later steps")
+    p.add_argument("--checkout", default=OFFICIAL_CHECKOUT,
+                   help=f"where the official problems were checked out (default: {OFFICIAL_CHECKOUT})")
+    _add_source(p)
+    p.set_defaults(func=cmd_problems)
     return parser
 
 

@@ -532,25 +532,36 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def checkout_from(origin: Path) -> ActionFn:
+def checkout_from(origin: Path, repositories: dict[str, Path] | None = None) -> ActionFn:
     """actions/checkout against a local repository: ``ref`` (default github.sha), ``fetch-depth``
-    (1 by default: only that commit, as on GitHub; 0: all branches and tags), ``path``."""
+    (1 by default: only that commit, as on GitHub; 0: all branches and tags), ``path``,
+    ``sparse-checkout`` (cone mode, as the action's default). ``repository`` other than the workflow's
+    own is looked up in ``repositories`` (``owner/name`` -> a local repository); ``ref`` then defaults to
+    that repository's HEAD, as the action's default branch."""
 
     def checkout(inputs: dict[str, str], st: StepEnv) -> dict[str, str]:
+        repo = inputs.get("repository") or str(st.github.get("repository", ""))
+        own = repo == str(st.github.get("repository", ""))
+        source = origin if own else (repositories or {}).get(repo)
+        if source is None:
+            raise RuntimeError(f"no local copy of repository {repo!r} for actions/checkout")
         dest = st.workspace / inputs.get("path", ".")
         if dest.exists() and any(dest.iterdir()):
             raise RuntimeError(f"checkout target {dest} is not empty")
         dest.mkdir(parents=True, exist_ok=True)
-        ref = inputs.get("ref") or st.github.get("sha") or "HEAD"
+        ref = inputs.get("ref") or (st.github.get("sha") if own else None) or "HEAD"
         depth = int(inputs.get("fetch-depth") or 1)
         _git("init", "--quiet", str(dest))
-        _git("remote", "add", "origin", f"file://{origin}", cwd=dest)
+        _git("remote", "add", "origin", f"file://{source}", cwd=dest)
         if depth == 0:
             _git("fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*",
                  cwd=dest)
             _git("fetch", "--quiet", "origin", ref, cwd=dest)
         else:
             _git("fetch", "--quiet", f"--depth={depth}", "origin", ref, cwd=dest)
+        sparse = [ln.strip() for ln in inputs.get("sparse-checkout", "").splitlines() if ln.strip()]
+        if sparse:
+            _git("sparse-checkout", "set", "--cone", *sparse, cwd=dest)
         _git("checkout", "--quiet", "--detach", "FETCH_HEAD", cwd=dest)
         return {"commit": _git("rev-parse", "HEAD", cwd=dest).strip(), "ref": ref}
 
@@ -652,10 +663,12 @@ def deploy_pages_from(store: Path, deployments: list[dict]) -> ActionFn:
     return deploy
 
 
-def standard_actions(origin: Path, store: Path, deployments: list[dict]) -> dict[str, ActionFn]:
-    """Stand-ins for every action our workflows use, keyed as in ``uses:``."""
+def standard_actions(origin: Path, store: Path, deployments: list[dict],
+                     repositories: dict[str, Path] | None = None) -> dict[str, ActionFn]:
+    """Stand-ins for every action our workflows use, keyed as in ``uses:``; ``repositories`` are the local
+    copies of other repositories a workflow checks out."""
     return {
-        "actions/checkout": checkout_from(origin),
+        "actions/checkout": checkout_from(origin, repositories),
         "actions/setup-python": setup_python,
         "actions/upload-artifact": upload_artifact_to(store),
         "actions/download-artifact": download_artifact_from(store),
