@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,7 +125,8 @@ def test_the_jobs_commands_run_without_torch(tmp_path):
     untrusted = tmp_path / "untrusted"
     (untrusted / "submissions").mkdir(parents=True)
     sub = untrusted / "submissions" / "worked.json"
-    sub.write_text((REPO / "submissions" / "worked_solutions_triton.json").read_text(encoding="utf-8"))
+    demo = REPO / "examples" / "demo-board" / "submissions" / "worked_solutions_triton.json"
+    sub.write_text(demo.read_text(encoding="utf-8"))
     (tmp_path / "changed.txt").write_text("submissions/worked.json\n")
 
     def run(*args: str) -> subprocess.CompletedProcess:
@@ -133,6 +135,21 @@ def test_the_jobs_commands_run_without_torch(tmp_path):
 
     proc = run("-c", "import torch")
     assert proc.returncode != 0 and "not installed in this job" in proc.stderr  # the stub works
+    # The job's "Check the problem set" step: an official layout (problems written for the test), pinned by a
+    # manifest written for it, is loaded and hashed without torch.
+    from kernelbench.problems import load_directory
+    from kernelbench.problems.identity import ProblemSetIdentity, identify, write_manifest
+
+    official = tmp_path / "official" / "KernelBench"
+    shutil.copytree(REPO / "kernelbench" / "problems" / "builtin" / "level1", official / "level1",
+                    ignore=shutil.ignore_patterns("__pycache__", "[2-9]*", "1[0-9]*"))
+    write_manifest(ProblemSetIdentity("kernelbench", "0" * 40, identify(load_directory(official)).hashes),
+                   tmp_path / "manifest.json")
+    env["KERNELBENCH_MANIFEST"] = str(tmp_path / "manifest.json")
+    proc = run(str(REPO / "scripts" / "ci" / "kb_ci.py"), "problems", "--source", "kernelbench",
+               "--path", str(official))
+    assert proc.returncode == 0 and "problem set kernelbench@" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    del env["KERNELBENCH_MANIFEST"]
     proc = run(str(REPO / "scripts" / "ci" / "kb_ci.py"), "validate", "--files-from", str(tmp_path / "changed.txt"),
                "--root", str(untrusted), "--report-dir", str(tmp_path / "validation"), "--source", "builtin")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
