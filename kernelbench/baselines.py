@@ -171,6 +171,8 @@ def _parse_levels(block: dict, where: str) -> dict[int, dict[str, BaselineEntry]
             raise BaselineError(f"{where}: {key} must map problem file names to timings")
         parsed = {}
         for name, entry in entries.items():
+            if entry is None:  # KernelBench's scripts write null for a problem they failed to time
+                continue
             try:
                 parsed[name] = BaselineEntry.model_validate(entry)
             except ValidationError as e:
@@ -237,6 +239,20 @@ def baselines_dir_for(set_name: str, root: str | Path = "baselines") -> Path:
     from kernelbench.problems.identity import KERNELBENCH
 
     return Path(root) / KERNELBENCH if set_name == KERNELBENCH else Path(root)
+
+
+def find_baseline_for_gpu(gpu_name: str, set_name: str, folder: str | Path = "baselines") -> Path:
+    """The baseline file to score ``set_name``'s problems on this GPU, given a baselines ``folder``.
+
+    ``folder`` may be the baselines root (``baselines``: the official set's file is then
+    ``baselines/kernelbench/<GPU>.json``, the built-in suite's ``baselines/<GPU>.json``) or a set's own
+    folder (``baselines/kernelbench``, or a folder of your own): the set's folder under it is used where it
+    holds the file, else the folder itself. Whichever file is picked, consumers still check its recorded
+    problem set and names against the problems they score, so a wrong pick is an error, never a score.
+    """
+    own = baseline_path_for_gpu(gpu_name, baselines_dir_for(set_name, folder))
+    flat = baseline_path_for_gpu(gpu_name, folder)
+    return own if own.is_file() or not flat.is_file() else flat
 
 
 def check_modes(modes: Iterable[str]) -> list[str]:
@@ -968,6 +984,18 @@ class BaselineAgreement:
     @property
     def worst(self) -> ProblemRatio | None:
         return max(self.ratios, key=lambda r: r.spread) if self.ratios else None
+
+    def within(self, limit: float) -> int:
+        """Problems whose two runs differ by at most a factor of ``limit`` (1.02: within 2%)."""
+        return sum(r.spread <= limit for r in self.ratios)
+
+    def by_level(self) -> dict[int, BaselineAgreement]:
+        """The same comparison, one per level (problems named in one file only stay with their level)."""
+        out: dict[int, BaselineAgreement] = {}
+        for level in sorted({r.level for r in self.ratios} | {int(x.split("/", 1)[0][5:]) for x in self.only_in_one}):
+            out[level] = BaselineAgreement(tuple(r for r in self.ratios if r.level == level),
+                                           tuple(x for x in self.only_in_one if x.startswith(f"level{level}/")))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         worst = self.worst

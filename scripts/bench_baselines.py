@@ -6,8 +6,9 @@
 
 What it does, in order:
 
-1. measures the baseline file for the selected problems and modes (``baselines/<GPU>.json`` unless
-   ``--out``), resuming what is already there, and times it;
+1. measures the baseline file for the selected problems and modes (``baselines/<GPU>.json``, or
+   ``baselines/kernelbench/<GPU>.json`` for the official problems, unless ``--out``), resuming what is
+   already there, and times it;
 2. measures eager again into a second file (``<out stem>.eager-repeat.json``): two independent runs
    (other processes, other inputs, later in time), compared problem by problem (median of the
    per-problem ratios, and the worst case);
@@ -53,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spares", type=non_negative_int, default=None,
                    help="reference workers kept started ahead (default 6; each holds a CUDA context)")
     p.add_argument("--deadline", type=float, default=None, help="stop starting measurements after this many seconds")
-    p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json)")
+    p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json; official problems: baselines/kernelbench/<GPU>.json)")
     p.add_argument("--repeat-out", default=None, help="second eager run (default <out stem>.eager-repeat.json)")
     p.add_argument("--json-out", default="bench_baselines.json", help="where to write the results as JSON")
     p.add_argument("--no-repeat", action="store_true", help="skip the second eager run")
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         LocalMeasurer,
         baseline_path_for_gpu,
         baseline_settings,
+        baselines_dir_for,
         compare_baselines,
         load_baseline,
         measure_into,
@@ -128,7 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         problems = problems.select(levels=args.levels)
     if args.problem_id:
         problems = problems.select(ids=parse_id_spec(args.problem_id))
-    out = Path(args.out) if args.out else baseline_path_for_gpu(label)
+    if args.out:
+        out = Path(args.out)
+    else:
+        from kernelbench.problems.identity import identify
+
+        out = baseline_path_for_gpu(label, baselines_dir_for(identify(problems).name))
     repeat_out = Path(args.repeat_out) if args.repeat_out else out.with_name(f"{out.stem}.eager-repeat.json")
     settings = baseline_settings(args.timing_budget, compile_timeout_s=args.compile_timeout,
                                  precision=args.precision, device=device)

@@ -4,7 +4,8 @@
     python scripts/benchmark_eval_analysis.py run_name=my_run level=1 baseline_file=baselines/H100.json
 
 The baseline file is ``baseline_file`` if given, else results/timing/<hardware>/<baseline>.json
-(KernelBench's layout), else baselines/<hardware>.json; with neither hardware nor baseline the
+(KernelBench's layout), else our baselines folder's file for the run's problem set
+(baselines/kernelbench/<hardware>.json or baselines/<hardware>.json); with neither hardware nor baseline the
 speedups are those measured against the reference in the same session. Runs ``kernelbench analyze``
 and writes runs/<run_name>/analysis_results.json unless output_file says otherwise.
 
@@ -36,7 +37,7 @@ KEYS = [
     Key("hardware", "str", None, "GPU the baseline was measured on (e.g. H100)"),
     Key("baseline", "str", None, "baseline name under results/timing/<hardware>/ (e.g. baseline_time_torch)"),
     Key("baseline_file", "str", None, "baseline file path (overrides hardware/baseline)"),
-    Key("baselines_dir", "str", "baselines", "folder of per-GPU baseline files (<hardware>.json)"),
+    Key("baselines_dir", "str", "baselines", "our baselines folder (<hardware>.json, kernelbench/<hardware>.json)"),
     Key("output_file", "str", None, "where to write the scores (default <run dir>/analysis_results.json)"),
     Key("sample_policy", "str", "first", "first (sample 0, KernelBench) or best (best correct sample)"),
     Key("subset", "list", None, "problem ids to score (not supported: scores cover the whole level)"),
@@ -44,21 +45,30 @@ KEYS = [
 ]
 
 
-def baseline_path(args: _kv.KvArgs) -> str | None:
+def baseline_options(args: _kv.KvArgs) -> list[str]:
+    """``--baseline FILE``; or, for our own baselines folder, ``--gpu``: which file of it (the official set's
+    ``<baselines_dir>/kernelbench/<hardware>.json`` or ``<baselines_dir>/<hardware>.json``) depends on the
+    run's problem set, which analyze finds."""
+    from kernelbench.baselines import baseline_path_for_gpu, baselines_dir_for
+    from kernelbench.problems.identity import KERNELBENCH
+
     if args.baseline_file:
-        return str(args.baseline_file)
+        return ["--baseline", str(args.baseline_file)]
     if not args.hardware and not args.baseline:
-        return None
-    tried = []
-    if args.hardware and args.baseline:
-        tried.append(Path("results") / "timing" / args.hardware / f"{args.baseline}.json")
-    if args.hardware:
-        tried.append(Path(args.baselines_dir) / f"{args.hardware}.json")
-    for p in tried:
-        if p.is_file():
-            return str(p)
-    if not tried:
+        return []
+    if not args.hardware:
         raise _kv.KvError("baseline= needs hardware= (or give baseline_file=)")
+    tried = []
+    if args.baseline:
+        kb_layout = Path("results") / "timing" / args.hardware / f"{args.baseline}.json"
+        if kb_layout.is_file():
+            return ["--baseline", str(kb_layout)]
+        tried.append(kb_layout)
+    ours = [Path(args.baselines_dir) / f"{args.hardware}.json",
+            baseline_path_for_gpu(args.hardware, baselines_dir_for(KERNELBENCH, args.baselines_dir))]
+    if any(p.is_file() for p in ours):
+        return ["--gpu", str(args.hardware), "--baselines-dir", str(args.baselines_dir)]
+    tried += ours
     raise _kv.KvError(f"no baseline file: tried {', '.join(map(str, tried))}; pass baseline_file=<path>")
 
 
@@ -72,7 +82,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     argv = ["analyze", "--run-dir", str(run_dir), "--level", str(args.level),
             "--sample-policy", str(args.sample_policy),
             "--output", str(args.output_file or run_dir / "analysis_results.json")]
-    _kv.add(argv, "--baseline", baseline_path(args))
+    argv += baseline_options(args)
     if args.dataset_src is not None:
         argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path, run_dir)
     if args.force:

@@ -152,7 +152,8 @@ def test_analysis_baseline_resolution(tmp_path, monkeypatch):
         m.build_argv(args)
     (tmp_path / "baselines").mkdir()
     (tmp_path / "baselines" / "H100.json").write_text("{}")
-    assert m.build_argv(args)[-2:] == ["--baseline", str(Path("baselines") / "H100.json")]
+    # Our baselines folder: analyze picks the run's set's file in it (kernelbench/H100.json or H100.json).
+    assert m.build_argv(args)[-4:] == ["--gpu", "H100", "--baselines-dir", "baselines"]
     kb_layout = tmp_path / "results" / "timing" / "H100"
     kb_layout.mkdir(parents=True)
     (kb_layout / "baseline_time_torch.json").write_text("{}")

@@ -20,8 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run-dir", required=True, help="run directory holding eval_results.json")
     p.add_argument("--baseline", default=None, help="baseline file, e.g. baselines/H100.json")
-    p.add_argument("--gpu", default=None, help="use baselines/<GPU>.json (e.g. H100) when --baseline is not given")
-    p.add_argument("--baselines-dir", default="baselines", help="folder of per-GPU baseline files")
+    p.add_argument("--gpu", default=None,
+                   help="use the run's problem set's baseline for this GPU (e.g. H100) when --baseline is not given: "
+                        "baselines/kernelbench/<GPU>.json for the official problems, baselines/<GPU>.json otherwise")
+    p.add_argument("--baselines-dir", default="baselines",
+                   help="the baselines folder (default: baselines), or one set's folder of <GPU>.json files")
     p.add_argument("--mode", default="eager", help="baseline mode (eager, compile-default, ...)")
     p.add_argument("--level", type=level_type, default=None, help="level of the run (default: from the run)")
     p.add_argument("--sample-policy", choices=["first", "best"], default="first",
@@ -38,11 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from kernelbench.baselines import baseline_path_for_gpu, load_baseline
+    from kernelbench.baselines import (
+        baseline_path_for_gpu,
+        baselines_dir_for,
+        find_baseline_for_gpu,
+        load_baseline,
+    )
     from kernelbench.errors import RunDirectoryError
     from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems
-    from kernelbench.problems.identity import ProblemSetMismatchError, identify, problem_ref
+    from kernelbench.problems.identity import KERNELBENCH, ProblemSetMismatchError, identify, problem_ref
     from kernelbench.problems.resolve import resolve_run_source
     from kernelbench.runs import RunDirectory
     from kernelbench.scoring import (
@@ -72,13 +80,23 @@ def run(args: argparse.Namespace) -> int:
     info = rd.info()
 
     baseline = None
-    if args.baseline or args.gpu:
-        path = Path(args.baseline) if args.baseline else baseline_path_for_gpu(args.gpu, args.baselines_dir)
-        baseline = load_baseline(path, mode=args.mode)
+    refs: list[str] = []
+    if args.baseline:
+        baseline = load_baseline(args.baseline, mode=args.mode)
+        refs = baseline.refs(rd.level)
+    elif args.gpu:
+        # Which file depends on the run's problem set; until that is known, the files this GPU has (one per
+        # set) may tell the set by their problem names, as a --baseline file would.
+        for path in dict.fromkeys([baseline_path_for_gpu(args.gpu, args.baselines_dir),
+                                   baseline_path_for_gpu(args.gpu, baselines_dir_for(KERNELBENCH, args.baselines_dir))]):
+            if path.is_file():
+                refs += load_baseline(path).refs(rd.level)
     choice = resolve_run_source(run_dir, source=args.source, path=args.path, run_info=info, cwd=Path.cwd(),
-                                baseline_refs=baseline.refs(rd.level) if baseline else ())
+                                baseline_refs=refs)
     problems = load_problems(choice.source, choice.path, levels=[rd.level])
     identity = identify(problems)
+    if baseline is None and args.gpu:
+        baseline = load_baseline(find_baseline_for_gpu(args.gpu, identity.name, args.baselines_dir), mode=args.mode)
     try:
         check_run(identity, problems, results, info, f"run {run_dir}")
         if baseline is not None:
