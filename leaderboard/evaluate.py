@@ -20,7 +20,7 @@ from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.problems.identity import identify
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
-from kernelbench.runs import RunDirectory
+from kernelbench.runs import RunDirectory, RunInfo
 from kernelbench.scoring import canonical_gpu
 from leaderboard.bundle import ResultsBundle, check_gpu_label, write_bundle
 from leaderboard.convert import LevelRun, submission_to_runs
@@ -163,10 +163,9 @@ def evaluate_submission(
     jobs = build_jobs(submission, problems, settings)
     jobs_by_key = {j.key: j for j in jobs}
     runs = submission_to_runs(submission, runs_dir, f"{entry}_{label}", ranked_only=True,
-                              run_info={"source": _source_kind(problems.source),
-                                        "source_path": _source_path(problems.source),
-                                        "problem_set": identify(problems).to_dict(),
-                                        "gpu": label, "runner": runner_name})
+                              run_info=RunInfo(source=_source_kind(problems.source),
+                                               source_path=_source_path(problems.source),
+                                               problem_set=identify(problems), gpu=label, runner=runner_name))
     pending: list[EvalJob] = []
     reused = 0
     for lr in runs:

@@ -129,14 +129,13 @@ def run_level(run_dir: str | Path, level: int | None = None) -> int:
 
 
 def run_backend(run_dir: str | Path, default: str = "cuda") -> str:
-    """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``."""
-    info_path = Path(run_dir) / "run.json"
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return default
-    backend = info.get("backend") if isinstance(info, dict) else None
-    return backend if isinstance(backend, str) and backend else default
+    """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``.
+
+    A run.json that cannot be read is a RunDirectoryError naming the file and the field.
+    """
+    from kernelbench.runs import RUN_INFO, RunInfo
+
+    return RunInfo.load(Path(run_dir) / RUN_INFO).backend or default
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.generation.run_eval import EvaluationSummary
     from kernelbench.runners.base import Runner
+    from kernelbench.runs import RunInfo
 
 
 def add_eval_run_args(p: argparse.ArgumentParser) -> None:
@@ -33,14 +34,14 @@ def add_eval_run_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(backend=None, precision=None, tolerance_mode=None)
 
 
-def settings_for(args: argparse.Namespace, info: dict) -> EvalSettings:
+def settings_for(args: argparse.Namespace, info: RunInfo) -> EvalSettings:
     """Command line over run.json over defaults."""
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalSettings
 
-    backend = args.backend or info.get("backend") or "cuda"
-    precision = args.precision or info.get("precision") or "fp32"
-    mode = args.tolerance_mode or info.get("tolerance_mode") or "default"
+    backend = args.backend or info.backend or "cuda"
+    precision = args.precision or info.precision or "fp32"
+    mode = args.tolerance_mode or info.tolerance_mode or "default"
     extra = {}
     if args.timeout is not None:
         extra["stage_timeout_s"] = args.timeout
@@ -86,7 +87,7 @@ def print_evaluation_summary(summary: EvaluationSummary, run_dir: Path) -> None:
                        headers=["problem", "sample", "name", "verdict", "speedup", "error"], tablefmt="simple"))
 
 
-def resolve_source(args: argparse.Namespace, info: dict, run_dir: Path) -> tuple[str, str | None]:
+def resolve_source(args: argparse.Namespace, info: RunInfo, run_dir: Path) -> tuple[str, str | None]:
     """--source, else run.json's, else ./KernelBench/ (a KernelBench checkout); never silently builtin."""
     from kernelbench.problems.resolve import resolve_run_source
 
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(source, source_path, levels=[rd.level])
     # Results already in the run must be of the same set; then the run records it (run.json).
     identity = identify(problems)
-    check_run(identity, problems, rd.load_results().values(), info, f"run {path}")
+    check_run(identity, problems, rd.load_results().values(), info.problem_set, f"run {path}")
     rd.write_info(problem_set=merged_problem_set(rd, info, problems))
     ids = None
     if args.problem_ids:

@@ -57,12 +57,12 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.problems import load_problems
     from kernelbench.prompts import PROMPT_BACKENDS, PromptError
-    from kernelbench.runs import RunDirectory
+    from kernelbench.runs import RunDirectory, RunInfo
 
     backend = args.backend or "cuda"
     problems = load_problems(args.source, args.path, levels=[args.level])
     problem = problems.get(args.level, args.problem_id)
-    settings = settings_for(args, {"backend": backend})
+    settings = settings_for(args, RunInfo(backend=backend))
     runner = make_runner(args)
 
     if args.kernel:
