@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelbench.errors import RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
-from kernelbench.problems.identity import ProblemSetIdentity, ProblemSetMismatchError
+from kernelbench.problems.identity import RecordedProblemSet
 from kernelbench.results import KernelResult, Stage, StageError, TimingStats
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class RunInfo(BaseModel):
 
     level: int | None = None
     #: The problem set the run's kernels belong to, with the hashes of the problems it holds.
-    problem_set: ProblemSetIdentity | None = None
+    problem_set: RecordedProblemSet | None = None
     # Written by generate.
     model: str | None = None
     api_base: str | None = None
@@ -93,22 +93,6 @@ class RunInfo(BaseModel):
     #: The GPU label the run was evaluated on (leaderboard); the prompt's GPU in files older than ``prompt_gpu``.
     gpu: str | None = None
     runner: str | None = None
-
-    @field_validator("problem_set", mode="before")
-    @classmethod
-    def _identity(cls, value: Any) -> Any:
-        if isinstance(value, ProblemSetIdentity) or value is None:
-            return value
-        if not isinstance(value, dict):
-            raise ValueError(f"expected an object with name, revision and hashes, got {type(value).__name__}")
-        try:
-            return ProblemSetIdentity.from_dict(value, where="problem_set")
-        except ProblemSetMismatchError as e:
-            raise ValueError(str(e).removeprefix("problem_set: ")) from None
-
-    @field_serializer("problem_set")
-    def _identity_dict(self, value: ProblemSetIdentity | None) -> dict | None:
-        return None if value is None else value.to_dict()
 
     @classmethod
     def load(cls, path: str | Path) -> RunInfo:

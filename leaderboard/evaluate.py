@@ -206,7 +206,7 @@ def evaluate_submission(
     elif results_dir is not None:
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),
-            problem_source=problems.source, problem_set=identify(problems).to_dict(),
+            problem_source=problems.source, problem_set=identify(problems),
             runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
             evaluated_on=date.today().isoformat(), settings=_settings_record(settings), results=results,
         )
@@ -271,7 +271,7 @@ def bundle_from_runs(
                     pass
             results.append(r)
     return ResultsBundle(entry=entry, gpu=check_gpu_label(gpu), submission_sha256=submission.sha256(),
-                         problem_source=problems.source, problem_set=identify(problems).to_dict(),
+                         problem_source=problems.source, problem_set=identify(problems),
                          runner="imported", evaluated_on=evaluated_on,
                          results=results)
 
