@@ -23,8 +23,12 @@ from kernelbench.runners.modal_runner import ModalRunner, is_remote_failure
 log = logging.getLogger(__name__)
 
 
-def make_settings(backend: str = "cuda", precision: str = "fp32", correctness_trials: int = 5,
-                  tolerance_mode: str = "default", timing: bool = True, timing_budget: float = 2.0) -> EvalSettings:
+def make_settings(backend: str = EvalSettings.backend, precision: str = EvalSettings.precision,
+                  correctness_trials: int = EvalSettings.correctness_trials,
+                  tolerance_mode: str = EvalSettings.tolerance_mode, timing: bool = EvalSettings.measure_timing,
+                  timing_budget: float = EvalSettings.timing_budget_s) -> EvalSettings:
+    """The entry points' options as EvalSettings; every default is EvalSettings' own, and a bad value is a
+    KernelBenchError (EvalSettings validates)."""
     try:
         return EvalSettings(backend=backend, precision=precision, correctness_trials=correctness_trials,
                             tolerance_mode=tolerance_mode, measure_timing=timing, timing_budget_s=timing_budget)

@@ -23,25 +23,29 @@ if TYPE_CHECKING:
 
 def add_eval_run_args(p: argparse.ArgumentParser) -> None:
     """Evaluation options whose defaults come from run.json (so they default to None here)."""
+    from kernelbench.evaluation.settings import EvalSettings
+
     add_eval_args(p)
     add_runner_args(p)
     g = p.add_argument_group("batch evaluation")
     g.add_argument("--timeout", type=float, default=None,
-                   help="seconds allowed per evaluation stage (init, one correctness trial, timing); default 120")
-    g.add_argument("--compile-timeout", type=float, default=None, help="seconds allowed to build/import (default 600)")
+                   help="seconds allowed per evaluation stage (init, one correctness trial, timing); "
+                        f"default {EvalSettings.stage_timeout_s:g}")
+    g.add_argument("--compile-timeout", type=float, default=None,
+                   help=f"seconds allowed to build/import (default {EvalSettings.compile_timeout_s:g})")
     g.add_argument("--num-gpus", type=positive_int, default=None,
                    help="use the first N local GPUs (default: all visible); ignored with --runner modal")
     p.set_defaults(backend=None, precision=None, tolerance_mode=None)
 
 
 def settings_for(args: argparse.Namespace, info: RunInfo) -> EvalSettings:
-    """Command line over run.json over defaults."""
+    """Command line over run.json over EvalSettings' defaults."""
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalSettings
 
-    backend = args.backend or info.backend or "cuda"
-    precision = args.precision or info.precision or "fp32"
-    mode = args.tolerance_mode or info.tolerance_mode or "default"
+    backend = args.backend or info.backend or EvalSettings.backend
+    precision = args.precision or info.precision or EvalSettings.precision
+    mode = args.tolerance_mode or info.tolerance_mode or EvalSettings.tolerance_mode
     extra = {}
     if args.timeout is not None:
         extra["stage_timeout_s"] = args.timeout

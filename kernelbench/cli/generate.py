@@ -239,7 +239,8 @@ def print_generation_summary(summary: GenerationSummary, tracker: SpendTracker, 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from kernelbench.evaluation.settings import TOLERANCE_MODES
+    from kernelbench.constants import PRECISIONS
+    from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings
     from kernelbench.prompts import PROMPT_BACKENDS
 
     p = sub.add_parser(
@@ -248,9 +249,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "usage into a run directory. Rerunning resumes: samples that have a kernel are skipped.",
     )
     add_selection_args(p)
-    p.add_argument("--backend", choices=PROMPT_BACKENDS, default="cuda", help="kernel language asked for")
-    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32", help="precision the prompt states")
-    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
+    p.add_argument("--backend", choices=PROMPT_BACKENDS, default=EvalSettings.backend, help="kernel language asked for")
+    p.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision, help="precision the prompt states")
+    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode,
                    help="tolerance the prompt states: default (1e-4 for fp32) or kernelbench-v0.1 (1e-2)")
     p.add_argument("--gpu", default="H100", help="GPU the prompt targets (H100, H200, A100, L40S, B200) or 'none'")
     add_model_args(p)

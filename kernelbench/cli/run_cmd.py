@@ -87,12 +87,13 @@ def run(args: argparse.Namespace) -> int:
         resolve_run_dir,
         select_problems,
     )
+    from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.generation.run_eval import evaluate_run_dir
     from kernelbench.prompts import PROMPT_BACKENDS, PromptError
     from kernelbench.runs import RunDirectory, RunInfo
 
-    backend = args.backend or "cuda"
+    backend = args.backend or EvalSettings.backend
     if backend not in PROMPT_BACKENDS:
         raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(PROMPT_BACKENDS)} only")
     problems = select_problems(args)
