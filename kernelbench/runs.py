@@ -8,6 +8,9 @@ Each entry of ``eval_results.json`` has KernelBench's own fields at the top (``s
 ``compiled``, ``correctness``, ``runtime`` in ms with ``-1.0`` for "not measured", ``runtime_stats``,
 ``metadata``) so its analysis scripts read our files, and our full result under ``result``.
 Files KernelBench wrote (no ``result``) are read too.
+
+``run.json`` beside them records how the run was made (:class:`RunInfo`); KernelBench's own runs
+have none.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelbench.errors import RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
+from kernelbench.problems.identity import RecordedProblemSet
 from kernelbench.results import KernelResult, Stage, StageError, TimingStats
 
 log = logging.getLogger(__name__)
@@ -42,6 +49,99 @@ class KernelFile:
 
     def read(self) -> str:
         return self.path.read_text(encoding="utf-8")
+
+
+class RunInfo(BaseModel):
+    """What ``run.json`` records about how a run was made; every field is optional.
+
+    Two writers fill it: ``generate`` (and ``run``/``single``, which call it) records the model and
+    prompt options; the leaderboard's evaluation records the submission, GPU and runner. Both record
+    the problem set. Files written by earlier versions read as they are: before ``prompt_gpu``
+    existed ``generate`` wrote the prompt's GPU as ``gpu``, and a file may lack ``problem_set``.
+    Keys this version does not know are kept and written back unchanged, so an older evaluator
+    updating a newer run loses nothing.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    level: int | None = None
+    #: The problem set the run's kernels belong to, with the hashes of the problems it holds.
+    problem_set: RecordedProblemSet | None = None
+    # Written by generate.
+    model: str | None = None
+    api_base: str | None = None
+    backend: str | None = None
+    precision: str | None = None
+    #: The GPU the prompt described.
+    prompt_gpu: str | None = None
+    tolerance_mode: str | None = None
+    #: The problem source as ``load_problems`` takes it (``builtin``, ``directory``, ...), and its path.
+    source: str | None = None
+    source_path: str | None = None
+    problem_ids: list[int] | None = None
+    #: Samples asked for per problem (a failed generation still counts: it gets a placeholder result).
+    samples: int | None = None
+    turns: int | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    created_at: str | None = None
+    kernelbench_version: str | None = None
+    # Written by the leaderboard's evaluation.
+    submission: str | None = None
+    display_name: str | None = None
+    #: The GPU label the run was evaluated on (leaderboard); the prompt's GPU in files older than ``prompt_gpu``.
+    gpu: str | None = None
+    runner: str | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunInfo:
+        """Read ``path``; a missing file is an empty record (KernelBench's runs have none).
+
+        Raises RunDirectoryError, naming the file and the field, for a file that is not a JSON object
+        or holds a field of the wrong type.
+        """
+        path = Path(path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls()
+        except OSError as e:
+            raise RunDirectoryError(f"{path}: cannot read it ({e.strerror or e})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise RunDirectoryError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise RunDirectoryError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+        return cls._validated(raw, str(path))
+
+    def recorded(self) -> dict[str, Any]:
+        """The fields set, as run.json holds them; one never recorded is left out, as earlier versions did."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_json(path, self.recorded())
+
+    def updated(self, *, where: str = "run.json", **fields: Any) -> RunInfo:
+        """A copy with ``fields`` set (``None`` leaves a field as it is), validated like a loaded file.
+
+        ``where`` names the file in the error raised for a value of the wrong type.
+        """
+        data = self.recorded()
+        data.update({k: v for k, v in fields.items() if v is not None})
+        return self._validated(data, where)
+
+    @classmethod
+    def _validated(cls, data: dict, where: str) -> RunInfo:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            name = ".".join(str(x) for x in first["loc"]) or "(top level)"
+            message = str(first["msg"]).removeprefix("Value error, ")
+            got = repr(first.get("input"))
+            got = got if len(got) <= 60 else got[:57] + "..."
+            more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+            raise RunDirectoryError(f"{where}: field {name!r}: {message} (got {got}){more}") from None
 
 
 def result_to_entry(result: KernelResult) -> dict:
@@ -129,7 +229,7 @@ class RunDirectory:
 
     def __init__(self, path: str | Path, level: int | None = None):
         self.path = Path(path)
-        recorded = self.info().get("level")
+        recorded = self.info().level
         if recorded is None:
             recorded = self._infer_level()
         if level is not None and recorded is not None and int(recorded) != level:
@@ -137,22 +237,22 @@ class RunDirectory:
         self.level: int | None = level if level is not None else (int(recorded) if recorded is not None else None)
 
     # ---- run metadata ----
-    def info(self) -> dict:
-        p = self.path / RUN_INFO
-        if not p.exists():
-            return {}
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise RunDirectoryError(f"{p} is not valid JSON: {e}") from None
+    @property
+    def info_path(self) -> Path:
+        return self.path / RUN_INFO
 
-    def write_info(self, **fields) -> None:
+    def info(self) -> RunInfo:
+        """The run's ``run.json`` (empty when there is none)."""
+        return RunInfo.load(self.info_path)
+
+    def write_info(self, **fields: Any) -> RunInfo:
+        """Set ``fields`` (RunInfo's; ``None`` leaves one as it is) in run.json, under the run's lock."""
         with file_lock(self.path / ".lock"):
-            info = self.info()
-            info.update({k: v for k, v in fields.items() if v is not None})
-            if self.level is not None:
-                info.setdefault("level", self.level)
-            atomic_write_json(self.path / RUN_INFO, info)
+            info = self.info().updated(where=str(self.info_path), **fields)
+            if info.level is None and self.level is not None:
+                info = info.updated(where=str(self.info_path), level=self.level)
+            info.save(self.info_path)
+            return info
 
     def _infer_level(self) -> int | None:
         if not self.path.is_dir():

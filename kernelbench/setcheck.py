@@ -6,7 +6,7 @@ anything is scored or written, so a wrong pairing is one clear error instead of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from kernelbench.baselines import Baseline
 from kernelbench.problems.identity import (
@@ -28,14 +28,14 @@ def _first(items: list[str]) -> str:
 
 
 def check_run(identity: ProblemSetIdentity, problems: ProblemSet, results: Iterable[KernelResult],
-              run_info: Mapping, what: str) -> None:
-    """The run's recorded set, and the problems its results name, must be those of ``problems``.
+              recorded: ProblemSetIdentity | None, what: str) -> None:
+    """The run's recorded set (from its run.json, if any), and the problems its results name, must be
+    those of ``problems``.
 
     Results read from KernelBench's own files carry no problem name (only an id); those are checked
     by id against the set, the rest by name as well, since an id alone says nothing across sets.
     """
-    if isinstance(run_info.get("problem_set"), dict):
-        recorded = ProblemSetIdentity.from_dict(run_info["problem_set"], where=f"{what}: run.json")
+    if recorded is not None:
         check_same_set(identity, recorded, what)
     by_key = {(p.level, p.problem_id): p for p in problems}
     foreign: list[str] = []

@@ -5,7 +5,7 @@ Every number comes from ``kernelbench.scoring`` (``score_results``, ``outcomes_f
 the inputs: keys sorted, floats rounded to a fixed number of places, no clock readings, and files
 of entries that disappeared are removed; running it twice gives byte-identical files.
 
-Layout written under ``out_dir``::
+Layout written under ``out_dir`` (each file a model of ``leaderboard.data_model``)::
 
     index.json                       entries x GPUs, scores per level and overall, audit status
     results/<entry>__<GPU>.json      per-problem verdicts, speedups, kernel keys, fast_p curve
@@ -20,7 +20,6 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -47,16 +46,32 @@ from kernelbench.scoring import (
     timing_mismatch,
 )
 from leaderboard.bundle import SEPARATOR, ResultsBundle, bundle_name, read_bundle
+from leaderboard.data_model import (
+    Audit,
+    AuditStatus,
+    BestKernel,
+    BoardIndex,
+    EntryMeta,
+    GuardRow,
+    IndexEntry,
+    IndexProblem,
+    PendingEntry,
+    ProblemFile,
+    ProblemRow,
+    ProblemSetLabel,
+    ResultsFile,
+    ScoreData,
+    Scores,
+    rank_entries,
+)
 from leaderboard.errors import AggregationError
 from leaderboard.schema import RANKED_SAMPLE, Submission, check_entry_id, entry_id_for, load_submission
 
 log = logging.getLogger(__name__)
 
-DATA_SCHEMA_VERSION = 1
 FLOAT_DIGITS = 6
 #: p values of the fast_p curve drawn on the site (0 to 3 in steps of 0.05).
 CURVE_P: tuple[float, ...] = tuple(round(i * 0.05, 2) for i in range(61))
-AuditStatus = Literal["clean", "flagged", "excluded"]
 MANAGED_DIRS = ("results", "problems", "kernels")
 
 
@@ -126,20 +141,22 @@ def _r(x: float | None) -> float | None:
     return round(float(x), FLOAT_DIGITS)
 
 
-def _rounded(obj):
-    if isinstance(obj, float):
-        return _r(obj)
-    if isinstance(obj, dict):
-        return {str(k): _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_rounded(v) for v in obj]
-    return obj
+def _rounded_map(values: dict[str, float]) -> dict[str, float]:
+    return {k: _r(v) for k, v in values.items()}  # type: ignore[misc]
 
 
-def score_dict(score: Score) -> dict:
+def score_data(score: Score) -> ScoreData:
+    """The score as the data files hold it: rounded, with ``Score.to_dict``'s key labels."""
     d = score.to_dict()
-    d.pop("scope", None)
-    return _rounded(d)
+    return ScoreData(
+        n_problems=score.n_problems, n_attempted=score.n_attempted, n_compiled=score.n_compiled,
+        n_correct=score.n_correct, fast_p=_rounded_map(d["fast_p"]), geomean_speedup=_r(score.geomean_speedup),
+        fulldeck_geomean=_r(score.fulldeck_geomean), pass_at_k=_rounded_map(d["pass_at_k"]),  # type: ignore[arg-type]
+        mean_sol_fraction=_r(score.mean_sol_fraction), fast_p_significant=_rounded_map(d["fast_p_significant"]),
+        geomean_ci95=[_r(v) for v in score.geomean_ci95] if score.geomean_ci95 is not None else None,  # type: ignore[misc]
+        n_infrastructure=score.n_infrastructure, compile_rate=_r(score.compile_rate),  # type: ignore[arg-type]
+        correctness_rate=_r(score.correctness_rate),  # type: ignore[arg-type]
+    )
 
 
 def fast_p_curve(outcomes: Sequence[ProblemOutcome], n_problems: int, ps: Iterable[float] = CURVE_P) -> list[float]:
@@ -197,33 +214,29 @@ def _finding_reasons(results: Iterable[KernelResult]) -> list[str]:
 
 
 def _problem_row(problem, result: KernelResult | None, outcome: ProblemOutcome | None,
-                 baseline: Baseline | None, submitted: bool) -> dict:
-    row: dict = {"key": problem.key, "level": problem.level, "problem_id": problem.problem_id,
-                 "name": problem.name, "submitted": submitted,
-                 "kernel_key": f"{problem.key}_sample_{RANKED_SAMPLE}" if submitted else None}
+                 baseline: Baseline | None, submitted: bool) -> ProblemRow:
     entry = baseline.find(problem) if baseline is not None else None
-    row["baseline_ms"] = _r(entry.headline_ms) if entry is not None else None
+    common = dict(key=problem.key, level=problem.level, problem_id=problem.problem_id, name=problem.name,
+                  submitted=submitted, kernel_key=f"{problem.key}_sample_{RANKED_SAMPLE}" if submitted else None,
+                  baseline_ms=_r(entry.headline_ms) if entry is not None else None)
     if result is None:
-        row.update(verdict="missing" if not submitted else "not-evaluated", compiled=False, correct=False,
-                   speedup=None, runtime_ms=None, ref_runtime_ms=None, error=None, flags=[], guard=[],
-                   problem_changed=False, speedup_ci95=None, timing_flags=[], host_share=None,
-                   own_kernel_share=None)
-        return row
-    row.update(
-        verdict=result.verdict(), compiled=result.compiled, correct=result.correct,
+        return ProblemRow(**common, verdict="missing" if not submitted else "not-evaluated", compiled=False,
+                          correct=False, speedup=None, runtime_ms=None, ref_runtime_ms=None, error=None, flags=[],
+                          guard=[], problem_changed=False)
+    return ProblemRow(
+        **common, verdict=result.verdict(), compiled=result.compiled, correct=result.correct,
         speedup=_r(outcome.speedup) if outcome is not None else None,
         runtime_ms=_r(result.runtime_ms), ref_runtime_ms=_r(result.ref_runtime_ms),
         error=result.error.one_line() if result.error else None,
         flags=list(result.flags),
-        guard=[{"rule": f.rule, "severity": f.severity, "origin": f.origin, "line": f.line, "message": f.message}
+        guard=[GuardRow(rule=f.rule, severity=f.severity, origin=f.origin, line=f.line, message=f.message)
                for f in result.guard_findings if f.severity in ("error", "warning")],
         problem_changed=bool(result.problem_hash and not problem.matches_hash(result.problem_hash)),
-        speedup_ci95=([_r(outcome.interval.lo), _r(outcome.interval.hi)]
+        speedup_ci95=([_r(outcome.interval.lo), _r(outcome.interval.hi)]  # type: ignore[list-item]
                       if outcome is not None and outcome.interval is not None else None),
         timing_flags=list(result.timing_flags), host_share=_r(result.host_share),
         own_kernel_share=_r(result.own_kernel_share),
     )
-    return row
 
 
 # ---------------------------------------------------------------- main entry
@@ -237,7 +250,7 @@ def check_bundle_set(identity: ProblemSetIdentity, bundle: ResultsBundle, proble
     what = f"results bundle {bundle_name(bundle.entry, bundle.gpu)}"
     try:
         if bundle.problem_set is not None:
-            check_same_set(identity, ProblemSetIdentity.from_dict(bundle.problem_set, where=what), what)
+            check_same_set(identity, bundle.problem_set, what)
         elif (bundle.problem_source == BUILTIN) != (identity.name == BUILTIN):
             raise ProblemSetMismatchError(
                 f"{what} was evaluated on problem source {bundle.problem_source}, not {identity.label}")
@@ -290,9 +303,9 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     result = AggregateResult()
     level_counts = problems.count_by_level()
 
-    entries_index: list[dict] = []
-    per_problem: dict[tuple[int, int], dict[str, list[dict]]] = {}
-    files: dict[Path, object] = {}
+    entries_index: list[IndexEntry] = []
+    per_problem: dict[tuple[int, int], dict[str, list[BestKernel]]] = {}
+    files: dict[Path, BaseModel | dict[str, str]] = {}
 
     iterator: Iterable[ResultsBundle] = bundles
     if progress and bundles:
@@ -334,38 +347,37 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         reasons += _finding_reasons(results)
         rows = [_problem_row(p, res_by_key.get((p.level, p.problem_id)), by_key.get((p.level, p.problem_id)),
                              baseline, (p.level, p.problem_id) in ranked) for p in problems]
-        changed = [r["key"] for r in rows if r["problem_changed"]]
+        changed = [r.key for r in rows if r.problem_changed]
         if changed:
             reasons.append(f"problem(s) changed since evaluation: {', '.join(changed)}")
         status: AuditStatus = "excluded" if excluded else ("flagged" if reasons else "clean")
-        audit = {"status": status, "reasons": ([f"excluded: {excluded}"] if excluded else []) + reasons}
+        audit = Audit(status=status, reasons=([f"excluded: {excluded}"] if excluded else []) + reasons)
 
         curve = {"p": list(CURVE_P), "overall": fast_p_curve(outcomes, len(problems))}
         for lv, n in sorted(level_counts.items()):
             curve[f"level{lv}"] = fast_p_curve([o for o in outcomes if o.level == lv], n)
         speedup_basis = f"baseline {config.baseline_mode}" if baseline is not None else "in-session reference"
-        scores = {"overall": score_dict(report.overall),
-                  "levels": {str(lv): score_dict(s) for lv, s in sorted(report.levels.items())}}
+        scores = Scores(overall=score_data(report.overall),
+                        levels={str(lv): score_data(s) for lv, s in sorted(report.levels.items())})
         meta = _entry_meta(sub)
         results_file = f"results/{bundle.entry}{SEPARATOR}{bundle.gpu}.json"
-        common = {"entry": bundle.entry, "gpu": bundle.gpu, **meta, "audit": audit, "scores": scores,
-                  "speedup_basis": speedup_basis, "evaluated_on": bundle.evaluated_on, "runner": bundle.runner,
-                  "n_kernels": len(ranked)}
-        files[out / results_file] = {"schema_version": DATA_SCHEMA_VERSION, **common, "problems": rows,
-                                     "fast_p_curve": curve, "problem_source": problems.source}
-        entries_index.append({**common, "results_file": results_file,
-                              "kernels_file": f"kernels/{bundle.entry}.json"})
+        common = dict(**meta.model_dump(), entry=bundle.entry, gpu=bundle.gpu, audit=audit, scores=scores,
+                      speedup_basis=speedup_basis, evaluated_on=bundle.evaluated_on, runner=bundle.runner,
+                      n_kernels=len(ranked))
+        files[out / results_file] = ResultsFile(**common, problems=rows, fast_p_curve=curve,
+                                                problem_source=problems.source)
+        entries_index.append(IndexEntry(**common, results_file=results_file,
+                                        kernels_file=f"kernels/{bundle.entry}.json"))
         for row in rows:
-            if row["correct"]:
-                per_problem.setdefault((row["level"], row["problem_id"]), {}).setdefault(bundle.gpu, []).append({
-                    "entry": bundle.entry, "display_name": meta["display_name"], "status": status,
-                    "speedup": row["speedup"], "runtime_ms": row["runtime_ms"], "kernel_key": row["kernel_key"],
-                    "backend": meta["backend"],
-                })
-        result.rows.append(BoardRow(bundle.entry, bundle.gpu, meta["display_name"], None, status,
+            if row.correct:
+                per_problem.setdefault((row.level, row.problem_id), {}).setdefault(bundle.gpu, []).append(BestKernel(
+                    entry=bundle.entry, display_name=meta.display_name, status=status, speedup=row.speedup,
+                    runtime_ms=row.runtime_ms, kernel_key=row.kernel_key, backend=meta.backend,
+                ))
+        result.rows.append(BoardRow(bundle.entry, bundle.gpu, meta.display_name, None, status,
                                     report.overall, speedup_basis))
 
-    _rank(entries_index, result.rows)
+    entries_index = _rank(entries_index, result.rows)
     evaluated = {b.entry for b in bundles}
     result.pending = sorted(e for e in subs if e not in evaluated)
     for entry in sorted(evaluated):
@@ -374,32 +386,31 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     for p in problems:
         ranked_lists = {}
         for gpu, items in sorted(per_problem.get((p.level, p.problem_id), {}).items()):
-            ranked_lists[gpu] = sorted(items, key=lambda it: (it["status"] == "excluded",
-                                                              -(it["speedup"] or 0.0), it["entry"]))
-        files[out / "problems" / f"level{p.level}_{p.problem_id}.json"] = {
-            "schema_version": DATA_SCHEMA_VERSION, "level": p.level, "problem_id": p.problem_id, "name": p.name,
-            "key": p.key, "hash": p.hash, "code": p.code, "best": ranked_lists}
+            ranked_lists[gpu] = sorted(items, key=lambda it: (it.status == "excluded", -(it.speedup or 0.0), it.entry))
+        files[out / "problems" / f"level{p.level}_{p.problem_id}.json"] = ProblemFile(
+            level=p.level, problem_id=p.problem_id, name=p.name, key=p.key, hash=p.hash, code=p.code,
+            best=ranked_lists)
 
-    gpus = sorted({e["gpu"] for e in entries_index})
-    counts = {g: sum(1 for e in entries_index if e["gpu"] == g) for g in gpus}
+    gpus = sorted({e.gpu for e in entries_index})
+    counts = {g: sum(1 for e in entries_index if e.gpu == g) for g in gpus}
     dates = sorted(d for d in (b.evaluated_on for b in bundles) if d)
-    files[out / "index.json"] = {
-        "schema_version": DATA_SCHEMA_VERSION,
-        "problem_source": problems.source,
+    files[out / "index.json"] = BoardIndex(
+        problem_source=problems.source,
         # The board's set (name and revision); per-problem hashes are in problems/ and the bundles.
-        "problem_set": {"name": identity.name, "revision": identity.revision},
-        "levels": {str(lv): n for lv, n in sorted(level_counts.items())},
-        "problems": [{"key": p.key, "level": p.level, "problem_id": p.problem_id, "name": p.name} for p in problems],
-        "fast_p_thresholds": list(FAST_P_THRESHOLDS),
-        "gpus": gpus,
-        "default_gpu": _default_gpu(counts),
-        "entries": entries_index,
-        "pending": [{"entry": e, **_entry_meta(subs[e])} for e in result.pending],
-        "last_evaluated": dates[-1] if dates else None,
-    }
+        problem_set=ProblemSetLabel(name=identity.name, revision=identity.revision),
+        levels={str(lv): n for lv, n in sorted(level_counts.items())},
+        problems=[IndexProblem(key=p.key, level=p.level, problem_id=p.problem_id, name=p.name) for p in problems],
+        fast_p_thresholds=list(FAST_P_THRESHOLDS),
+        gpus=gpus,
+        default_gpu=_default_gpu(counts),
+        entries=entries_index,
+        pending=[PendingEntry(entry=e, **_entry_meta(subs[e]).model_dump()) for e in result.pending],
+        last_evaluated=dates[-1] if dates else None,
+    )
 
     for path, data in sorted(files.items(), key=lambda kv: str(kv[0])):
-        atomic_write_json(path, data, indent=1, sort_keys=True)
+        atomic_write_json(path, data.model_dump(mode="json") if isinstance(data, BaseModel) else data,
+                          indent=1, sort_keys=True)
         result.written.append(path)
     written = set(files)
     for sub_dir in MANAGED_DIRS:
@@ -412,15 +423,15 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
     return result
 
 
-def _entry_meta(sub: Submission) -> dict:
+def _entry_meta(sub: Submission) -> EntryMeta:
     m = sub.metadata
     backends = sorted({sub.backend_for(src) for _, src in sub.kernel_items(ranked_only=True)})
-    return {
-        "display_name": m.display_name, "organization": m.organization, "notes": m.notes,
-        "model": m.model.model_dump(mode="json", exclude_none=True) if m.model else None,
-        "date": m.date.isoformat() if m.date else None, "url": m.url,
-        "backend": "+".join(backends) if backends else (m.backend or "cuda"),
-    }
+    return EntryMeta(
+        display_name=m.display_name, organization=m.organization, notes=m.notes,
+        model=m.model.model_dump(mode="json", exclude_none=True) if m.model else None,
+        date=m.date.isoformat() if m.date else None, url=m.url,
+        backend="+".join(backends) if backends else (m.backend or "cuda"),
+    )
 
 
 def _default_gpu(counts: dict[str, int]) -> str | None:
@@ -431,24 +442,15 @@ def _default_gpu(counts: dict[str, int]) -> str | None:
     return sorted(counts, key=lambda g: (-counts[g], g))[0]
 
 
-def _rank(entries: list[dict], rows: list[BoardRow]) -> None:
-    """Order by GPU, excluded last, full-deck geomean descending; equal scores share a rank."""
-    entries.sort(key=lambda e: (e["gpu"], e["audit"]["status"] == "excluded",
-                                -e["scores"]["overall"]["fulldeck_geomean"], e["entry"]))
-    rank_of: dict[tuple[str, str], int | None] = {}
-    gpu, rank, prev, seen = None, 0, None, 0
-    for e in entries:
-        if e["gpu"] != gpu:
-            gpu, rank, prev, seen = e["gpu"], 0, None, 0
-        if e["audit"]["status"] == "excluded":
-            e["rank"] = None
-        else:
-            seen += 1
-            value = e["scores"]["overall"]["fulldeck_geomean"]
-            if value != prev:
-                rank, prev = seen, value
-            e["rank"] = rank
-        rank_of[(e["entry"], e["gpu"])] = e["rank"]
+def _rank(entries: list[IndexEntry], rows: list[BoardRow]) -> list[IndexEntry]:
+    """The entries per GPU in board order (:func:`rank_entries`), each with its rank set; ``rows`` likewise."""
+    ordered: list[IndexEntry] = []
+    for gpu in sorted({e.gpu for e in entries}):
+        for e, rank in rank_entries([e for e in entries if e.gpu == gpu]):
+            e.rank = rank
+            ordered.append(e)
+    rank_of = {(e.entry, e.gpu): e.rank for e in ordered}
     for r in rows:
         r.rank = rank_of.get((r.entry, r.gpu))
     rows.sort(key=lambda r: (r.gpu, r.rank is None, r.rank or 0, r.entry))
+    return ordered

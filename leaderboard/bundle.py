@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from kernelbench.io_utils import atomic_write_text
+from kernelbench.problems.identity import RecordedProblemSet
 from kernelbench.results import KernelResult
 from leaderboard.errors import AggregationError
 
@@ -39,10 +40,10 @@ class ResultsBundle(BaseModel):
     gpu: str
     submission_sha256: str
     problem_source: str
-    #: The problem set the kernels were evaluated on (``ProblemSetIdentity.to_dict()``: name, revision,
-    #: per-problem hash); aggregation refuses a bundle whose set is not the board's. Absent in bundles
-    #: written before sets had an identity.
-    problem_set: dict | None = None
+    #: The problem set the kernels were evaluated on (name, revision, per-problem hash; written as
+    #: ``ProblemSetIdentity.to_dict()``); aggregation refuses a bundle whose set is not the board's.
+    #: Absent in bundles written before sets had an identity.
+    problem_set: RecordedProblemSet | None = None
     #: Where it ran, e.g. "local" or "modal:H100".
     runner: str | None = None
     #: The day the evaluation finished (ISO date), recorded by evaluate, never by aggregation.

@@ -17,7 +17,7 @@ from pathlib import Path
 from kernelbench.errors import KernelBenchError, RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
 from kernelbench.problems.model import ProblemSet
-from kernelbench.runs import RunDirectory
+from kernelbench.runs import RunDirectory, RunInfo
 from leaderboard.errors import SubmissionError
 from leaderboard.schema import RANKED_SAMPLE, KernelKey, Metadata, Submission, parse_submission
 
@@ -50,7 +50,7 @@ def submission_to_runs(
     runs_dir: str | Path,
     name: str,
     ranked_only: bool = False,
-    run_info: dict | None = None,
+    run_info: RunInfo | None = None,
 ) -> list[LevelRun]:
     """Write each kernel to ``<runs_dir>/<name>_level<L>/level_<L>_problem_<P>_sample_<S>_kernel.py``.
 
@@ -79,7 +79,7 @@ def submission_to_runs(
         if lr.stale:
             log.warning("%s holds %d kernel file(s) that are not in the submission", path, len(lr.stale))
         info = {"level": level, "submission": name, "display_name": submission.metadata.display_name}
-        info.update(run_info or {})
+        info.update(run_info.recorded() if run_info is not None else {})
         rd.write_info(**info)
         out.append(lr)
     return out

@@ -20,7 +20,7 @@ from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.problems.identity import identify
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
-from kernelbench.runs import RunDirectory
+from kernelbench.runs import RunDirectory, RunInfo
 from kernelbench.scoring import canonical_gpu
 from leaderboard.bundle import ResultsBundle, check_gpu_label, write_bundle
 from leaderboard.convert import LevelRun, submission_to_runs
@@ -163,10 +163,9 @@ def evaluate_submission(
     jobs = build_jobs(submission, problems, settings)
     jobs_by_key = {j.key: j for j in jobs}
     runs = submission_to_runs(submission, runs_dir, f"{entry}_{label}", ranked_only=True,
-                              run_info={"source": _source_kind(problems.source),
-                                        "source_path": _source_path(problems.source),
-                                        "problem_set": identify(problems).to_dict(),
-                                        "gpu": label, "runner": runner_name})
+                              run_info=RunInfo(source=_source_kind(problems.source),
+                                               source_path=_source_path(problems.source),
+                                               problem_set=identify(problems), gpu=label, runner=runner_name))
     pending: list[EvalJob] = []
     reused = 0
     for lr in runs:
@@ -207,7 +206,7 @@ def evaluate_submission(
     elif results_dir is not None:
         bundle = ResultsBundle(
             entry=entry, gpu=check_gpu_label(bundle_gpu), submission_sha256=submission.sha256(),
-            problem_source=problems.source, problem_set=identify(problems).to_dict(),
+            problem_source=problems.source, problem_set=identify(problems),
             runner=runner_name if runner_name == "local" else f"{runner_name}:{label}",
             evaluated_on=date.today().isoformat(), settings=_settings_record(settings), results=results,
         )
@@ -272,7 +271,7 @@ def bundle_from_runs(
                     pass
             results.append(r)
     return ResultsBundle(entry=entry, gpu=check_gpu_label(gpu), submission_sha256=submission.sha256(),
-                         problem_source=problems.source, problem_set=identify(problems).to_dict(),
+                         problem_source=problems.source, problem_set=identify(problems),
                          runner="imported", evaluated_on=evaluated_on,
                          results=results)
 

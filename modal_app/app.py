@@ -34,7 +34,7 @@ if (_REPO / "modal_app").is_dir() and str(_REPO) not in sys.path:
 import modal  # noqa: E402
 
 from kernelbench.errors import KernelBenchError  # noqa: E402
-from kernelbench.evaluation.settings import TOLERANCE_MODES  # noqa: E402
+from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings  # noqa: E402
 from kernelbench.problems import SOURCES  # noqa: E402
 from kernelbench.results import BACKENDS, PRECISIONS  # noqa: E402
 from kernelbench.runners.modal_runner import APP_NAME, MODAL_GPUS, ModalRunner  # noqa: E402
@@ -269,12 +269,12 @@ def evaluate_kernel(
     gpu: GpuName = "H100",
     source: Source = "builtin",
     path: str = "",
-    backend: Backend = "cuda",
-    precision: Precision = "fp32",
-    correctness_trials: int = 5,
-    tolerance_mode: ToleranceMode = "default",
-    timing: bool = True,
-    timing_budget: float = 2.0,
+    backend: Backend = EvalSettings.backend,
+    precision: Precision = EvalSettings.precision,
+    correctness_trials: int = EvalSettings.correctness_trials,
+    tolerance_mode: ToleranceMode = EvalSettings.tolerance_mode,
+    timing: bool = EvalSettings.measure_timing,
+    timing_budget: float = EvalSettings.timing_budget_s,
     sample_id: int = 0,
     output: str = "",
     verbose: bool = False,
@@ -328,11 +328,11 @@ def evaluate_run(
     source: Source = "builtin",
     path: str = "",
     backend: BackendOrRun = "",
-    precision: Precision = "fp32",
-    correctness_trials: int = 5,
-    tolerance_mode: ToleranceMode = "default",
-    timing: bool = True,
-    timing_budget: float = 2.0,
+    precision: Precision = EvalSettings.precision,
+    correctness_trials: int = EvalSettings.correctness_trials,
+    tolerance_mode: ToleranceMode = EvalSettings.tolerance_mode,
+    timing: bool = EvalSettings.measure_timing,
+    timing_budget: float = EvalSettings.timing_budget_s,
     verbose: bool = False,
 ):
     """Evaluate every kernel in a run directory that has no result yet (resumable)."""
@@ -358,8 +358,8 @@ def baselines(
     modes: str = "eager",
     source: Source = "builtin",
     path: str = "",
-    precision: Precision = "fp32",
-    timing_budget: float = 2.0,
+    precision: Precision = EvalSettings.precision,
+    timing_budget: float = EvalSettings.timing_budget_s,
     output: str = "",
     resume: bool = True,
     verbose: bool = False,
@@ -396,11 +396,11 @@ def eval_submission(
     entry: str = "",
     source: Source = "kernelbench",
     path: str = "",
-    precision: Precision = "fp32",
-    correctness_trials: int = 5,
-    tolerance_mode: ToleranceMode = "default",
-    timing: bool = True,
-    timing_budget: float = 2.0,
+    precision: Precision = EvalSettings.precision,
+    correctness_trials: int = EvalSettings.correctness_trials,
+    tolerance_mode: ToleranceMode = EvalSettings.tolerance_mode,
+    timing: bool = EvalSettings.measure_timing,
+    timing_budget: float = EvalSettings.timing_budget_s,
     verbose: bool = False,
 ):
     """Evaluate a leaderboard submission JSON on a Modal GPU and write its results bundle (the board's problems:

@@ -23,8 +23,12 @@ from kernelbench.runners.modal_runner import ModalRunner, is_remote_failure
 log = logging.getLogger(__name__)
 
 
-def make_settings(backend: str = "cuda", precision: str = "fp32", correctness_trials: int = 5,
-                  tolerance_mode: str = "default", timing: bool = True, timing_budget: float = 2.0) -> EvalSettings:
+def make_settings(backend: str = EvalSettings.backend, precision: str = EvalSettings.precision,
+                  correctness_trials: int = EvalSettings.correctness_trials,
+                  tolerance_mode: str = EvalSettings.tolerance_mode, timing: bool = EvalSettings.measure_timing,
+                  timing_budget: float = EvalSettings.timing_budget_s) -> EvalSettings:
+    """The entry points' options as EvalSettings; every default is EvalSettings' own, and a bad value is a
+    KernelBenchError (EvalSettings validates)."""
     try:
         return EvalSettings(backend=backend, precision=precision, correctness_trials=correctness_trials,
                             tolerance_mode=tolerance_mode, measure_timing=timing, timing_budget_s=timing_budget)
@@ -129,14 +133,13 @@ def run_level(run_dir: str | Path, level: int | None = None) -> int:
 
 
 def run_backend(run_dir: str | Path, default: str = "cuda") -> str:
-    """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``."""
-    info_path = Path(run_dir) / "run.json"
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return default
-    backend = info.get("backend") if isinstance(info, dict) else None
-    return backend if isinstance(backend, str) and backend else default
+    """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``.
+
+    A run.json that cannot be read is a RunDirectoryError naming the file and the field.
+    """
+    from kernelbench.runs import RUN_INFO, RunInfo
+
+    return RunInfo.load(Path(run_dir) / RUN_INFO).backend or default
 
 
 # ---------------------------------------------------------------------------------------------

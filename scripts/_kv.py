@@ -326,16 +326,20 @@ def prompt_options(args: KvArgs) -> list[str]:
 
 
 def eval_keys() -> list[Key]:
+    from kernelbench.evaluation.settings import EvalSettings  # the defaults the kernelbench command applies
+
     return [
         Key("eval_mode", "str", "local", "local (this machine's GPUs, or its CPU) or modal"),
         Key("gpu", "str", "H100", "GPU type for eval_mode=modal: H100, A100-80GB, L40S, B200"),
         Key("gpu_arch", "list", None, "CUDA architectures", ignored="the evaluator builds for the GPU it runs on"),
-        Key("num_correct_trials", "int", None, "correctness trials on fresh inputs (default 5)"),
+        Key("num_correct_trials", "int", None,
+            f"correctness trials on fresh inputs (default {EvalSettings.correctness_trials})"),
         Key("num_perf_trials", "int", None, "timed trials",
             ignored="timing runs until the median is stable or timing_budget is spent"),
-        Key("timing_budget", "float", None, "seconds of timed calls per side (default 2)"),
+        Key("timing_budget", "float", None, f"seconds of timed calls per side (default {EvalSettings.timing_budget_s:g})"),
         Key("measure_performance", "bool", True, "time the kernel (false: correctness only)"),
-        Key("timeout", "float", None, "seconds allowed per evaluation stage"),
+        Key("timeout", "float", None,
+            f"seconds allowed per evaluation stage (default {EvalSettings.stage_timeout_s:g})"),
         Key("tolerance_mode", "str", None, "default or kernelbench-v0.1 (1e-2 everywhere)"),
         Key("timing_method", "str", "cuda_event", "cuda_event only: CUDA events around each call, L2 flushed, "
             "reference interleaved"),

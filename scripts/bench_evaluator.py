@@ -92,8 +92,8 @@ def main() -> int:
     p.add_argument("--level", type=int, default=None)
     p.add_argument("--problem-id", type=int, nargs="*", default=None)
     p.add_argument("--repeat", type=int, default=1, help="evaluate each problem this many times")
-    p.add_argument("--correctness-trials", type=int, default=5)
-    p.add_argument("--timing-budget", type=float, default=1.0)
+    p.add_argument("--correctness-trials", type=int, default=EvalSettings.correctness_trials)
+    p.add_argument("--timing-budget", type=float, default=EvalSettings.timing_budget_s)
     p.add_argument("--sandbox", choices=["auto", "require", "off"], default="auto",
                    help="OS sandbox around the candidate workers (compare require with off for its overhead)")
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")

@@ -38,8 +38,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="only this backend (repeatable; default: both)")
     p.add_argument("--only", nargs="+", default=None, metavar="L:P",
                    help="only these problems, as level:id (e.g. 1:8 2:1)")
-    p.add_argument("--correctness-trials", type=int, default=5, help="fresh-input correctness trials (5)")
-    p.add_argument("--timing-budget", type=float, default=1.0, help="seconds of timed calls per side (1.0)")
+    from kernelbench.evaluation.settings import EvalSettings
+
+    p.add_argument("--correctness-trials", type=int, default=EvalSettings.correctness_trials,
+                   help="fresh-input correctness trials (%(default)s)")
+    p.add_argument("--timing-budget", type=float, default=EvalSettings.timing_budget_s,
+                   help="seconds of timed calls per side (%(default)s)")
     p.add_argument("--no-timing", action="store_true", help="check correctness and guards only")
     p.add_argument("--device", default=None, help="cuda:N or cpu (default: the first GPU, else the CPU)")
     p.add_argument("--out", default=None, help="write every result (KernelResult JSON) and the summary here")

@@ -25,6 +25,8 @@ from pathlib import Path
 import _kv
 from _kv import Key
 
+from kernelbench.evaluation.settings import EvalSettings
+
 PROG = "generate_baseline_time.py"
 MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs")
 #: KernelBench's file names for its torch.compile baselines, accepted as mode names.
@@ -47,8 +49,10 @@ KEYS = [
     Key("output_file", "str", None, "baseline file to write (default <baselines_dir>/<hardware_name>.json)"),
     Key("baselines_dir", "str", None, "folder of per-GPU baseline files (default baselines/kernelbench for the "
         "official set, baselines otherwise)"),
-    Key("timing_budget", "float", None, "seconds of timed calls per problem and mode (default 1)"),
-    Key("compile_timeout", "float", None, "seconds to build one reference, torch.compile included (default 600)"),
+    Key("timing_budget", "float", None,
+        f"seconds of timed calls per problem and mode (default {EvalSettings.timing_budget_s:g})"),
+    Key("compile_timeout", "float", None,
+        f"seconds to build one reference, torch.compile included (default {EvalSettings.compile_timeout_s:g})"),
     Key("precision", "str", "fp32", "fp32, fp16 or bf16"),
     Key("device", "str", None, "cuda:N (default: the first GPU); cpu for testing only"),
     Key("eval_mode", "str", "local", "local (this machine's GPU) or modal"),

@@ -103,7 +103,7 @@ def build(measurement: Path, submission: Path, evaluated_on: str | None, entry: 
     gpu = check_gpu_label(measured_gpu(results, "GPU"))
     bundle = ResultsBundle(
         entry=entry or entry_id_for(submission), gpu=gpu, submission_sha256=sub.sha256(), problem_source=problems.source,
-        problem_set=identify(problems).to_dict(), runner="local (scripts/eval_solutions.py)",
+        problem_set=identify(problems), runner="local (scripts/eval_solutions.py)",
         evaluated_on=evaluated_on,
         settings={"recorded_by": "scripts/eval_solutions.py", "measurement": measurement.as_posix()},
         results=results)

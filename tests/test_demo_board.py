@@ -59,7 +59,7 @@ def test_the_official_board_holds_no_bundle_of_another_set():
     """data/evaluations/ feeds the official board; the built-in worked solutions' bundle is the demo's."""
     for path in sorted((ROOT / "data" / "evaluations").glob("*.json")):
         bundle = read_bundle(path)
-        assert bundle.problem_set is not None and bundle.problem_set["name"] == "kernelbench", path.name
+        assert bundle.problem_set is not None and bundle.problem_set.name == "kernelbench", path.name
         assert (ROOT / "submissions" / f"{bundle.entry}.json").is_file(), path.name
     demo_sets = {read_bundle(p).problem_source for p in (DEMO / "data" / "evaluations").glob("*.json")}
     assert demo_sets == {BUILTIN}

@@ -90,3 +90,85 @@ def test_malformed_results_are_clear_errors(tmp_path):
         read_eval_results(f, 1)
     with pytest.raises(RunDirectoryError, match="does not exist"):
         read_eval_results(tmp_path / "missing.json", 1)
+
+
+# ---- run.json ----
+
+#: run.json as each writer has written it over time (fields and values copied from those versions' writers).
+GENERATE_BEFORE_PROMPT_GPU = {  # generate before prompt_gpu existed: the prompt's GPU was "gpu"; no problem set
+    "model": "openai/gpt-4o", "api_base": "http://127.0.0.1:9/v1", "backend": "triton", "precision": "fp32",
+    "gpu": "H100", "tolerance_mode": "default", "source": "builtin", "level": 1, "problem_ids": [1, 2],
+    "samples": 2, "turns": 1, "temperature": 0.0, "max_tokens": 4096, "created_at": "2025-01-01T00:00:00+00:00",
+    "kernelbench_version": "0.1.0",
+}
+GENERATE_NOW = {
+    "problem_set": {"name": "builtin", "revision": "0.1.0", "hashes": {"level1/1_A.py": "11", "level1/2_B.py": "22"}},
+    "model": "openai/gpt-4o", "backend": "cuda", "precision": "bf16", "prompt_gpu": "L40S",
+    "tolerance_mode": "kernelbench-v0.1", "source": "directory", "source_path": "KernelBench", "level": 2,
+    "problem_ids": [3], "samples": 1, "turns": 3, "temperature": 0.7, "max_tokens": 8192, "reasoning_effort": "high",
+    "created_at": "2025-06-01T00:00:00+00:00", "kernelbench_version": "0.2.0",
+}
+LEADERBOARD_FIRST = {  # the leaderboard's evaluation before it recorded the problem set
+    "level": 1, "submission": "entry_H100", "display_name": "Entry", "source": "builtin", "source_path": None,
+    "gpu": "H100", "runner": "modal",
+}
+
+
+@pytest.mark.parametrize("written", [GENERATE_BEFORE_PROMPT_GPU, GENERATE_NOW, LEADERBOARD_FIRST],
+                         ids=["generate-old", "generate", "leaderboard-old"])
+def test_run_json_of_earlier_versions_reads_and_updates_without_loss(tmp_path, written):
+    (tmp_path / "run.json").write_text(json.dumps(written))
+    rd = RunDirectory(tmp_path)
+    info = rd.info()
+    assert rd.level == written["level"] == info.level
+    assert info.backend == written.get("backend") and info.gpu == written.get("gpu")
+    assert info.samples == written.get("samples") and info.problem_ids == written.get("problem_ids")
+    if "problem_set" in written:
+        assert info.problem_set.name == "builtin" and info.problem_set.hashes["level1/2_B.py"] == "22"
+    else:
+        assert info.problem_set is None
+    rd.write_info(runner="local")
+    again = json.loads((tmp_path / "run.json").read_text())
+    assert again == {**{k: v for k, v in written.items() if v is not None}, "runner": "local"}
+
+
+def test_run_json_keeps_keys_it_does_not_know(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"level": 1, "future_field": {"x": [1, 2]}}))
+    rd = RunDirectory(tmp_path)
+    assert rd.info().model_extra == {"future_field": {"x": [1, 2]}}
+    rd.write_info(samples=3)
+    assert json.loads((tmp_path / "run.json").read_text()) == {"level": 1, "samples": 3,
+                                                               "future_field": {"x": [1, 2]}}
+
+
+def test_no_run_json_is_an_empty_record_and_writing_adds_the_level(tmp_path):
+    rd = RunDirectory(tmp_path, level=2)
+    assert rd.info().recorded() == {} and not (tmp_path / "run.json").exists()
+    rd.write_info(source="builtin", source_path=None)
+    assert json.loads((tmp_path / "run.json").read_text()) == {"level": 2, "source": "builtin"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", r"run\.json is not valid JSON"),
+    ("[1, 2]", r"run\.json: expected a JSON object, got list"),
+    (json.dumps({"samples": "many"}), r"run\.json: field 'samples': .*integer.* \(got 'many'\)"),
+    (json.dumps({"problem_ids": [1, "b"]}), r"run\.json: field 'problem_ids\.1': "),
+    (json.dumps({"backend": 3}), r"run\.json: field 'backend': .*string"),
+    (json.dumps({"problem_set": {"name": "builtin"}}), r"run\.json: field 'problem_set': malformed problem_set block"),
+    (json.dumps({"problem_set": "builtin"}), r"run\.json: field 'problem_set': expected an object"),
+    (json.dumps({"level": "one", "samples": "x"}), r"run\.json: field 'level': .* \(and 1 more\)"),
+])
+def test_malformed_run_json_is_one_line_naming_the_file_and_field(tmp_path, text, message):
+    (tmp_path / "run.json").write_text(text)
+    with pytest.raises(RunDirectoryError, match=message) as e:
+        RunDirectory(tmp_path)
+    assert str(tmp_path / "run.json") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_bad_value_is_refused_before_run_json_is_written(tmp_path):
+    rd = RunDirectory(tmp_path, level=1)
+    rd.write_info(samples=2)
+    before = (tmp_path / "run.json").read_text()
+    with pytest.raises(RunDirectoryError, match=r"run\.json: field 'problem_ids\.0'"):
+        rd.write_info(problem_ids=["x"])
+    assert (tmp_path / "run.json").read_text() == before

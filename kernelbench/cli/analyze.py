@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if baseline is None and args.gpu:
         baseline = load_baseline(find_baseline_for_gpu(args.gpu, identity.name, args.baselines_dir), mode=args.mode)
     try:
-        check_run(identity, problems, results, info, f"run {run_dir}")
+        check_run(identity, problems, results, info.problem_set, f"run {run_dir}")
         if baseline is not None:
             check_baseline(identity, baseline, rd.level)
     except ProblemSetMismatchError as e:

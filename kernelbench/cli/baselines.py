@@ -51,14 +51,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines-dir", default=None,
                    help="folder of per-GPU baseline files (default: baselines/kernelbench for the official set, "
                         "baselines otherwise)")
+    from kernelbench.constants import PRECISIONS
+    from kernelbench.evaluation.settings import EvalSettings as S  # the defaults, so they are stated once
+
     g = p.add_argument_group("timing")
-    g.add_argument("--timing-budget", type=_positive_float, default=1.0,
-                   help="seconds of timed calls per problem and mode (default 1)")
+    g.add_argument("--timing-budget", type=_positive_float, default=S.timing_budget_s,
+                   help="seconds of timed calls per problem and mode (default %(default)g)")
     g.add_argument("--min-trials", type=positive_int, default=None,
-                   help="timed calls at least (default 20), unless the budget runs out first")
-    g.add_argument("--max-trials", type=positive_int, default=None, help="timed calls at most (default 2000)")
+                   help=f"timed calls at least (default {S.min_timing_trials}), unless the budget runs out first")
+    g.add_argument("--max-trials", type=positive_int, default=None,
+                   help=f"timed calls at most (default {S.max_timing_trials})")
     g.add_argument("--compile-timeout", type=_positive_float, default=None,
-                   help="seconds allowed to build one problem's reference, torch.compile included (default 600)")
+                   help="seconds allowed to build one problem's reference, torch.compile included "
+                        f"(default {S.compile_timeout_s:g})")
     g.add_argument("--compile-jobs", type=non_negative_int, default=None, metavar="N",
                    help="compile references for the torch.compile modes in N parallel workers before timing them "
                         "one at a time (default: half the CPU cores, at most 8; 0: compile inside each timed run)")
@@ -66,9 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="reference workers kept started ahead, so no measurement waits for Python and torch to "
                         "start (default 6; each holds a CUDA context of about 0.5 GB: lower it on a small GPU)")
     g.add_argument("--timeout", type=_positive_float, default=None,
-                   help="seconds allowed per other stage (default 120)")
-    g.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
-                   help="precision of inputs and weights (default fp32)")
+                   help=f"seconds allowed per other stage (default {S.stage_timeout_s:g})")
+    g.add_argument("--precision", choices=PRECISIONS, default=S.precision,
+                   help="precision of inputs and weights (default %(default)s)")
     g.add_argument("--device", default=None,
                    help="cuda:N (default: the first GPU); cpu times on the CPU, for testing only")
     r = p.add_argument_group("resuming")

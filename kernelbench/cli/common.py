@@ -116,11 +116,15 @@ def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> 
     from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
     from kernelbench.evaluation.settings import EvalSettings
 
+    # Every default is EvalSettings' own, so the command line and the library cannot drift apart.
     g = p.add_argument_group("evaluation")
-    g.add_argument("--backend", choices=BACKENDS, default="cuda", help="what the candidate is written in")
-    g.add_argument("--precision", choices=PRECISIONS, default="fp32", help="precision of inputs and weights")
-    g.add_argument("--correctness-trials", type=positive_int, default=5, help="fresh-input correctness trials")
-    g.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
+    # (evaluate-run and run default backend, precision and tolerance mode to None: run.json's, else these.)
+    g.add_argument("--backend", choices=BACKENDS, default=EvalSettings.backend, help="what the candidate is written in")
+    g.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision,
+                   help="precision of inputs and weights")
+    g.add_argument("--correctness-trials", type=positive_int, default=EvalSettings.correctness_trials,
+                   help="fresh-input correctness trials")
+    g.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode,
                    help="default: 1e-4 for fp32, 1e-2 for fp16/bf16; kernelbench-v0.1: 1e-2 everywhere")
     g.add_argument("--no-timing", action="store_true", help="check correctness only")
     g.add_argument("--timing-budget", type=positive_float, default=EvalSettings.timing_budget_s,

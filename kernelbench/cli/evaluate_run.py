@@ -18,29 +18,34 @@ if TYPE_CHECKING:
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.generation.run_eval import EvaluationSummary
     from kernelbench.runners.base import Runner
+    from kernelbench.runs import RunInfo
 
 
 def add_eval_run_args(p: argparse.ArgumentParser) -> None:
     """Evaluation options whose defaults come from run.json (so they default to None here)."""
+    from kernelbench.evaluation.settings import EvalSettings
+
     add_eval_args(p)
     add_runner_args(p)
     g = p.add_argument_group("batch evaluation")
     g.add_argument("--timeout", type=float, default=None,
-                   help="seconds allowed per evaluation stage (init, one correctness trial, timing); default 120")
-    g.add_argument("--compile-timeout", type=float, default=None, help="seconds allowed to build/import (default 600)")
+                   help="seconds allowed per evaluation stage (init, one correctness trial, timing); "
+                        f"default {EvalSettings.stage_timeout_s:g}")
+    g.add_argument("--compile-timeout", type=float, default=None,
+                   help=f"seconds allowed to build/import (default {EvalSettings.compile_timeout_s:g})")
     g.add_argument("--num-gpus", type=positive_int, default=None,
                    help="use the first N local GPUs (default: all visible); ignored with --runner modal")
     p.set_defaults(backend=None, precision=None, tolerance_mode=None)
 
 
-def settings_for(args: argparse.Namespace, info: dict) -> EvalSettings:
-    """Command line over run.json over defaults."""
+def settings_for(args: argparse.Namespace, info: RunInfo) -> EvalSettings:
+    """Command line over run.json over EvalSettings' defaults."""
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalSettings
 
-    backend = args.backend or info.get("backend") or "cuda"
-    precision = args.precision or info.get("precision") or "fp32"
-    mode = args.tolerance_mode or info.get("tolerance_mode") or "default"
+    backend = args.backend or info.backend or EvalSettings.backend
+    precision = args.precision or info.precision or EvalSettings.precision
+    mode = args.tolerance_mode or info.tolerance_mode or EvalSettings.tolerance_mode
     extra = {}
     if args.timeout is not None:
         extra["stage_timeout_s"] = args.timeout
@@ -86,7 +91,7 @@ def print_evaluation_summary(summary: EvaluationSummary, run_dir: Path) -> None:
                        headers=["problem", "sample", "name", "verdict", "speedup", "error"], tablefmt="simple"))
 
 
-def resolve_source(args: argparse.Namespace, info: dict, run_dir: Path) -> tuple[str, str | None]:
+def resolve_source(args: argparse.Namespace, info: RunInfo, run_dir: Path) -> tuple[str, str | None]:
     """--source, else run.json's, else ./KernelBench/ (a KernelBench checkout); never silently builtin."""
     from kernelbench.problems.resolve import resolve_run_source
 
@@ -144,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(source, source_path, levels=[rd.level])
     # Results already in the run must be of the same set; then the run records it (run.json).
     identity = identify(problems)
-    check_run(identity, problems, rd.load_results().values(), info, f"run {path}")
+    check_run(identity, problems, rd.load_results().values(), info.problem_set, f"run {path}")
     rd.write_info(problem_set=merged_problem_set(rd, info, problems))
     ids = None
     if args.problem_ids:

@@ -24,8 +24,9 @@ from kernelbench.cli.common import (
 if TYPE_CHECKING:
     from kernelbench.generation.client import GenerationConfig, LLMClient
     from kernelbench.generation.pipeline import GenerationSummary, PromptOptions, SpendTracker
+    from kernelbench.problems.identity import ProblemSetIdentity
     from kernelbench.problems.model import ProblemSet
-    from kernelbench.runs import RunDirectory
+    from kernelbench.runs import RunDirectory, RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +146,14 @@ def check_resume(rd: RunDirectory, config: GenerationConfig, backend: str, preci
     from kernelbench.errors import RunDirectoryError
 
     info = rd.info()
-    for key, value in (("model", config.model), ("backend", backend), ("precision", precision)):
-        old = info.get(key)
+    for key, old, value in (("model", info.model, config.model), ("backend", info.backend, backend),
+                            ("precision", info.precision, precision)):
         if old is not None and old != value:
             raise RunDirectoryError(
                 f"run {rd.path} was generated with {key} {old}, not {value}; use another --run-name or --run-dir")
 
 
-def merged_problem_set(rd: RunDirectory, info: dict, problems: ProblemSet) -> dict:
+def merged_problem_set(rd: RunDirectory, info: RunInfo, problems: ProblemSet) -> ProblemSetIdentity:
     """The run's problem set with these problems' hashes added; a run never mixes two sets."""
     from kernelbench.errors import RunDirectoryError
     from kernelbench.problems.identity import (
@@ -163,14 +164,14 @@ def merged_problem_set(rd: RunDirectory, info: dict, problems: ProblemSet) -> di
     )
 
     new = identify(problems)
-    if isinstance(info.get("problem_set"), dict):
-        old = ProblemSetIdentity.from_dict(info["problem_set"], where=f"{rd.path}/run.json")
+    old = info.problem_set
+    if old is not None:
         try:
             check_same_set(new, old, f"run {rd.path}")
         except ProblemSetMismatchError as e:
             raise RunDirectoryError(f"{e}; use another --run-name or --run-dir") from None
         new = ProblemSetIdentity(new.name, new.revision, {**old.hashes, **new.hashes})
-    return new.to_dict()
+    return new
 
 
 def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: GenerationConfig, options: PromptOptions,
@@ -180,15 +181,15 @@ def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: Generati
     from kernelbench import __version__
 
     info = rd.info()
-    ids = sorted(set(info.get("problem_ids") or []) | {p.problem_id for p in problems})
+    ids = sorted(set(info.problem_ids or []) | {p.problem_id for p in problems})
     rd.write_info(
         problem_set=merged_problem_set(rd, info, problems),
         model=config.model, api_base=config.api_base, backend=options.backend, precision=options.precision,
         prompt_gpu=options.gpu, tolerance_mode=options.tolerance_mode, source=args.source,
         source_path=str(args.path) if args.path else None, level=args.level, problem_ids=ids,
-        samples=max(samples, int(info.get("samples") or 0)), turns=turns, temperature=config.temperature,
+        samples=max(samples, info.samples or 0), turns=turns, temperature=config.temperature,
         max_tokens=config.max_tokens, reasoning_effort=config.reasoning_effort,
-        created_at=info.get("created_at") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=info.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         kernelbench_version=__version__,
     )
 
@@ -238,7 +239,8 @@ def print_generation_summary(summary: GenerationSummary, tracker: SpendTracker, 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from kernelbench.evaluation.settings import TOLERANCE_MODES
+    from kernelbench.constants import PRECISIONS
+    from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings
     from kernelbench.prompts import PROMPT_BACKENDS
 
     p = sub.add_parser(
@@ -247,9 +249,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "usage into a run directory. Rerunning resumes: samples that have a kernel are skipped.",
     )
     add_selection_args(p)
-    p.add_argument("--backend", choices=PROMPT_BACKENDS, default="cuda", help="kernel language asked for")
-    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32", help="precision the prompt states")
-    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default",
+    p.add_argument("--backend", choices=PROMPT_BACKENDS, default=EvalSettings.backend, help="kernel language asked for")
+    p.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision, help="precision the prompt states")
+    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode,
                    help="tolerance the prompt states: default (1e-4 for fp32) or kernelbench-v0.1 (1e-2)")
     p.add_argument("--gpu", default="H100", help="GPU the prompt targets (H100, H200, A100, L40S, B200) or 'none'")
     add_model_args(p)

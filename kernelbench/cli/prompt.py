@@ -8,7 +8,8 @@ from kernelbench.cli.common import add_source_args, level_type
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from kernelbench.evaluation.settings import TOLERANCE_MODES
+    from kernelbench.constants import PRECISIONS
+    from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings
     from kernelbench.prompts import PROMPT_BACKENDS
 
     p = sub.add_parser(
@@ -18,9 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--level", type=level_type, required=True)
     p.add_argument("--problem-id", type=int, required=True)
-    p.add_argument("--backend", choices=PROMPT_BACKENDS, default="cuda", help="kernel language asked for")
-    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
-    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default="default")
+    p.add_argument("--backend", choices=PROMPT_BACKENDS, default=EvalSettings.backend, help="kernel language asked for")
+    p.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision)
+    p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode)
     p.add_argument("--gpu", default="H100", help="GPU the prompt targets (H100, H200, A100, L40S, B200) or 'none'")
     add_source_args(p)
     p.set_defaults(func=run)

@@ -87,17 +87,18 @@ def run(args: argparse.Namespace) -> int:
         resolve_run_dir,
         select_problems,
     )
+    from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.generation.run_eval import evaluate_run_dir
     from kernelbench.prompts import PROMPT_BACKENDS, PromptError
-    from kernelbench.runs import RunDirectory
+    from kernelbench.runs import RunDirectory, RunInfo
 
-    backend = args.backend or "cuda"
+    backend = args.backend or EvalSettings.backend
     if backend not in PROMPT_BACKENDS:
         raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(PROMPT_BACKENDS)} only")
     problems = select_problems(args)
     client = make_client(args)
-    settings = settings_for(args, {"backend": backend})
+    settings = settings_for(args, RunInfo(backend=backend))
     options = PromptOptions(backend, settings.precision, target_gpu(args), settings.tolerance_mode)
     run_path = resolve_run_dir(args, backend)
     rd = RunDirectory(run_path, level=args.level)

@@ -40,9 +40,10 @@ def _fresh_run_dir(args: argparse.Namespace) -> Path:
     from datetime import datetime
 
     from kernelbench.cli.generate import default_run_name
+    from kernelbench.evaluation.settings import EvalSettings
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    name = default_run_name(args.model, args.level, args.backend or "cuda").replace(
+    name = default_run_name(args.model, args.level, args.backend or EvalSettings.backend).replace(
         f"_level{args.level}_", f"_level{args.level}_problem{args.problem_id}_")
     return Path("runs") / "single" / f"{name}_{stamp}"
 
@@ -53,16 +54,16 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.cli.generate import check_resume, make_client, record_run_info
     from kernelbench.cli.run_cmd import target_gpu
     from kernelbench.errors import KernelBenchError
-    from kernelbench.evaluation.settings import EvalJob
+    from kernelbench.evaluation.settings import EvalJob, EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.problems import load_problems
     from kernelbench.prompts import PROMPT_BACKENDS, PromptError
-    from kernelbench.runs import RunDirectory
+    from kernelbench.runs import RunDirectory, RunInfo
 
-    backend = args.backend or "cuda"
+    backend = args.backend or EvalSettings.backend
     problems = load_problems(args.source, args.path, levels=[args.level])
     problem = problems.get(args.level, args.problem_id)
-    settings = settings_for(args, {"backend": backend})
+    settings = settings_for(args, RunInfo(backend=backend))
     runner = make_runner(args)
 
     if args.kernel:

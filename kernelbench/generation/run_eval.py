@@ -80,12 +80,10 @@ def expected_samples(run_dir: RunDirectory, problems: ProblemSet, level: int) ->
                 log.warning("%s: problem %d is not in the problem set; skipped", k.path, k.problem_id)
                 continue
             wanted.add((k.problem_id, k.sample_id))
-    samples = info.get("samples")
-    if isinstance(samples, int) and samples > 0:
-        ids = info.get("problem_ids") or sorted(by_id)
-        for pid in ids:
+    if info.samples is not None and info.samples > 0:
+        for pid in info.problem_ids or sorted(by_id):
             if pid in by_id:
-                wanted.update((pid, s) for s in range(samples))
+                wanted.update((pid, s) for s in range(info.samples))
     return [SampleRef(by_id[pid], sid) for pid, sid in sorted(wanted)]
 
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator
 
 from kernelbench.errors import KernelBenchError
 from kernelbench.problems.model import Problem, ProblemSet
@@ -78,6 +81,23 @@ class ProblemSetIdentity:
         prefixes = tuple(f"level{lv}/" for lv in levels)
         return ProblemSetIdentity(self.name, self.revision,
                                   {k: v for k, v in self.hashes.items() if k.startswith(prefixes)})
+
+
+def _recorded_identity(value: Any) -> ProblemSetIdentity:
+    if isinstance(value, ProblemSetIdentity):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected an object with name, revision and hashes, got {type(value).__name__}")
+    try:
+        return ProblemSetIdentity.from_dict(value, where="problem_set")
+    except ProblemSetMismatchError as e:
+        raise ValueError(str(e).removeprefix("problem_set: ")) from None
+
+
+#: A pydantic field holding a set's identity, read from and written as ``to_dict()``'s JSON object
+#: (run.json, results bundles).
+RecordedProblemSet = Annotated[ProblemSetIdentity, PlainValidator(_recorded_identity),
+                               PlainSerializer(lambda identity: identity.to_dict())]
 
 
 #: Names another manifest file (same format) to pin another revision of the official set; the tests

@@ -8,12 +8,16 @@ their ids, so when nothing tells, the caller is asked to name the set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelbench.errors import SourceError
 from kernelbench.problems.identity import BUILTIN, KERNELBENCH, guess_from_names
+
+if TYPE_CHECKING:
+    from kernelbench.runs import RunInfo
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ def has_level_dirs(folder: Path) -> bool:
     return folder.is_dir() and any(c.is_dir() and c.name.startswith("level") for c in folder.iterdir())
 
 
-def resolve_run_source(run_dir: Path, *, source: str | None, path: str | None, run_info: Mapping,
+def resolve_run_source(run_dir: Path, *, source: str | None, path: str | None, run_info: RunInfo,
                        cwd: Path, baseline_refs: Iterable[str] = ()) -> SourceChoice:
     """Pick the problem source for ``run_dir``: given > run.json > ./KernelBench/ > the baseline's names.
 
@@ -37,8 +41,8 @@ def resolve_run_source(run_dir: Path, *, source: str | None, path: str | None, r
     """
     if source:
         return SourceChoice(source, path, "given")
-    if run_info.get("source"):
-        return SourceChoice(str(run_info["source"]), path or run_info.get("source_path"), "recorded in run.json")
+    if run_info.source:
+        return SourceChoice(run_info.source, path or run_info.source_path, "recorded in run.json")
     checkout = cwd / "KernelBench"
     if has_level_dirs(checkout):
         return SourceChoice("directory", str(checkout), f"the KernelBench/ folder in {cwd}")

@@ -7,7 +7,6 @@ lot. The comment then quotes the same numbers and rank the site will show after 
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
     from kernelbench.problems.identity import identify
     from leaderboard.aggregate import AggregateConfig, aggregate
     from leaderboard.bundle import read_bundle
+    from leaderboard.data_model import BoardIndex, ResultsFile, read_data_file
 
     base = Path(base_root)
     bundles = sorted(Path(new_bundles).glob("*.json")) if Path(new_bundles).is_dir() else []
@@ -76,19 +76,21 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
                                  exclusions_path=exclusions if exclusions.exists() else None,
                                  out_dir=scratch / "data", baseline_mode=baseline_mode)
         aggregate(problems, config)
-        index = json.loads((scratch / "data" / "index.json").read_text(encoding="utf-8"))
+        index = read_data_file(scratch / "data" / "index.json", BoardIndex)
         out = []
         for entry, gpu, bundle_file in wanted:
-            rec = next((e for e in index["entries"] if e["entry"] == entry and e["gpu"] == gpu), None)
+            rec = next((e for e in index.entries if e.entry == entry and e.gpu == gpu), None)
             if rec is None:
                 raise CIError(f"aggregation produced no row for {entry} on {gpu}")
-            results = json.loads((scratch / "data" / rec["results_file"]).read_text(encoding="utf-8"))
-            n_ranked = sum(1 for e in index["entries"] if e["gpu"] == gpu and e["rank"] is not None)
+            results = read_data_file(scratch / "data" / rec.results_file, ResultsFile)
+            n_ranked = sum(1 for e in index.entries if e.gpu == gpu and e.rank is not None)
+            # The comment's renderer (ci_comments) imports only the standard library: it gets plain dicts.
             out.append(EntryScore(
-                entry=entry, gpu=gpu, display_name=rec["display_name"], rank=rec["rank"], n_ranked=n_ranked,
-                status=rec["audit"]["status"], reasons=list(rec["audit"]["reasons"]),
-                speedup_basis=rec["speedup_basis"], n_kernels=rec["n_kernels"],
-                overall=rec["scores"]["overall"], levels=rec["scores"]["levels"],
-                problems=[r for r in results["problems"] if r["submitted"]], bundle_file=bundle_file,
+                entry=entry, gpu=gpu, display_name=rec.display_name, rank=rec.rank, n_ranked=n_ranked,
+                status=rec.audit.status, reasons=list(rec.audit.reasons),
+                speedup_basis=rec.speedup_basis, n_kernels=rec.n_kernels,
+                overall=rec.scores.overall.model_dump(mode="json"),
+                levels={lv: s.model_dump(mode="json") for lv, s in rec.scores.levels.items()},
+                problems=[r.model_dump(mode="json") for r in results.problems if r.submitted], bundle_file=bundle_file,
             ))
         return out
