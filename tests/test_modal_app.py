@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench.hardware import MODAL_GPUS
 from kernelbench.runners.modal_runner import (
-    MODAL_GPUS,
     ModalRunner,
     function_name,
     job_to_wire,
