@@ -1,4 +1,6 @@
-"""GPU specifications: the peak rates a speed-of-light bound divides by, and what prompts tell a model.
+"""The one place for GPUs: specifications, names, what Modal rents, and which GPUs this machine has.
+
+Specifications are the peak rates a speed-of-light bound divides by, and what prompts tell a model.
 
 The table holds vendor datasheet figures. NVIDIA quotes most tensor-core rates *with 2:4 structured
 sparsity*; a KernelBench problem is dense, so those figures are halved here and the comment says so.
@@ -9,6 +11,12 @@ the best library kernel actually achieves.
 Lookup is by any reasonable spelling of a name ("H100", "NVIDIA H100 80GB HBM3", "h100-sxm"). A bare
 family name ("A100", "H100") resolves to the fastest variant in the table (SXM, most memory), so a bound
 computed for it stays a lower bound on every other variant of that family.
+
+Beside the table: :func:`canonical_gpu` and :func:`gpu_family` name the GPU *type* a result, a baseline
+file or a bundle is for (the family, ``H100``, whatever the driver calls it), :func:`gpu_label` turns it
+into a baseline file stem; :data:`MODAL_GPU_TABLE` holds the GPU types the Modal app has functions for
+(Modal's spelling, build target, dated price); :func:`local_gpu_names` reads this machine's GPUs from
+``nvidia-smi``, without creating a CUDA context.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
@@ -362,3 +372,113 @@ def current_gpu_spec(device: int | str | None = None) -> GpuSpec | None:
         log.warning("GPU %r reports %d SMs but %s has %d (a MIG slice or another variant?): "
                     "its bounds are optimistic", name, sms, spec.name, spec.sm_count)
     return spec
+
+
+# ---------------------------------------------------------------------------------------------- GPU types
+_FAMILY = re.compile(r"\b(H100|H200|H20|A100|A10G|A10|L40S|L40|L4|B200|B100|GB200|T4|V100|A6000|RTX\s?\d{4})\b",
+                     re.IGNORECASE)
+
+
+def canonical_gpu(name: str | None) -> str | None:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': the GPU type two timings must share to be compared.
+
+    Names without a known family are compared as given.
+    """
+    if not name:
+        return None
+    m = _FAMILY.search(name)
+    return m.group(1).upper().replace(" ", "") if m else name.strip()
+
+
+def gpu_family(name: str | None) -> str | None:
+    """:func:`canonical_gpu` that also reads KernelBench's folder spelling (``H100_together`` -> ``H100``)."""
+    return canonical_gpu(name.replace("_", " ")) if name else None
+
+
+def gpu_label(name: str) -> str:
+    """The baseline file stem for a GPU: its family (``NVIDIA H100 80GB HBM3`` -> ``H100``)."""
+    label = gpu_family(name) or name
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "gpu"
+
+
+# ---------------------------------------------------------------------------------------------- Modal
+#: When the prices below were read, and where from: Modal bills GPU time per second; these are its
+#: list prices per GPU-hour (modal.com/pricing, as quoted on 2026-05-07). CPU and memory are billed
+#: on top and are not in the estimate. Check the page before trusting a dollar figure.
+MODAL_PRICES_DATE = "2026-05-07"
+MODAL_PRICES_SOURCE = "https://modal.com/pricing (list price per GPU-hour, quoted 2026-05-07)"
+
+
+@dataclass(frozen=True)
+class ModalGpu:
+    """One GPU type the Modal app has functions for.
+
+    ``name`` is what users type (``--gpu A100-80GB``) and the key into the datasheet table above, which
+    holds the compute capability and rates; ``modal_gpu`` is what Modal schedules; ``cuda_arch`` the build
+    target, with the ``a`` suffix where the chip has architecture-specific instructions (wgmma on sm_90a,
+    tcgen05 on sm_100a) that kernels may use.
+    """
+
+    name: str
+    modal_gpu: str
+    cuda_arch: str
+    usd_per_hour: float
+
+    @property
+    def slug(self) -> str:
+        """The suffix of the app's function names: ``A100-80GB`` -> ``a100_80gb``."""
+        return self.name.lower().replace("-", "_")
+
+    @property
+    def baseline_stem(self) -> str:
+        """The baseline file stem, the same a local run on this chip writes (``A100-80GB`` -> ``A100``)."""
+        return gpu_label(self.name)
+
+
+#: ``H100!`` stops Modal from silently upgrading an H100 request to an H200: baselines are per GPU
+#: type, so an upgraded container would time kernels on a different chip than the baseline file.
+MODAL_GPU_TABLE: dict[str, ModalGpu] = {
+    "H100": ModalGpu("H100", "H100!", "9.0a", 3.9492),
+    "A100-80GB": ModalGpu("A100-80GB", "A100-80GB", "8.0", 2.4984),
+    "L40S": ModalGpu("L40S", "L40S", "8.9", 1.9512),
+    "B200": ModalGpu("B200", "B200", "10.0a", 6.2496),
+}
+#: GPU types the app has functions for, as Modal spells them.
+MODAL_GPUS: tuple[str, ...] = tuple(MODAL_GPU_TABLE)
+_missing = [n for n in MODAL_GPUS if _alias_index(_DATASHEET).get(_norm(n)) is None]
+if _missing:  # every Modal GPU has its datasheet entry (rates, compute capability)
+    raise AssertionError(f"Modal GPU(s) {', '.join(_missing)} not in the datasheet table")
+
+
+def modal_gpu_name(gpu: str) -> str:
+    """Accept ``h100``, ``a100_80gb`` and the like; refuse GPUs the Modal app has no function for."""
+    wanted = gpu.strip().lower().replace("_", "-")
+    for name in MODAL_GPUS:
+        if name.lower() == wanted:
+            return name
+    raise KernelBenchError(f"unknown Modal GPU {gpu!r} (choose from {', '.join(MODAL_GPUS)})")
+
+
+# ---------------------------------------------------------------------------------------------- this machine
+def nvidia_smi_query(field: str, timeout_s: float = 30.0) -> list[str]:
+    """One ``nvidia-smi --query-gpu`` field of every local GPU, in index order; ``[]`` without nvidia-smi.
+
+    Asks the driver, so the calling process creates no CUDA context (the evaluator's parent must not own
+    one). A failing or hanging nvidia-smi also gives ``[]``: callers decide what an unknown GPU means.
+    """
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode != 0:
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def local_gpu_names(timeout_s: float = 30.0) -> list[str]:
+    """This machine's GPU names as the driver spells them (``NVIDIA H100 80GB HBM3``), in index order."""
+    return nvidia_smi_query("name", timeout_s)

@@ -20,14 +20,14 @@ thing everywhere. Conventions (see DESIGN.md):
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from kernelbench.baselines import Baseline
+from kernelbench.baselines.format import Baseline
 from kernelbench.errors import BaselineError
+from kernelbench.hardware import canonical_gpu
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
 from kernelbench.speedup import SpeedupInterval, geomean_interval
@@ -168,15 +168,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 # ---------------------------------------------------------------- from results
-def canonical_gpu(name: str | None) -> str | None:
-    """'NVIDIA H100 80GB HBM3' -> 'H100'; names without a known family are compared as given."""
-    if not name:
-        return None
-    m = re.search(r"\b(H100|H200|H20|A100|A10G|A10|L40S|L40|L4|B200|B100|GB200|T4|V100|A6000|RTX\s?\d{4})\b",
-                  name, re.IGNORECASE)
-    return m.group(1).upper().replace(" ", "") if m else name.strip()
-
-
 def protocol_mismatch(results: Iterable[KernelResult], baseline: Baseline) -> str | None:
     """The timing protocol of the first timed result that differs from the baseline's, or None.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelbench.baselines import Baseline
+from kernelbench.baselines.format import Baseline
 from kernelbench.problems.identity import (
     ProblemSetIdentity,
     ProblemSetMismatchError,

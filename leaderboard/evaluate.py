@@ -17,11 +17,11 @@ from datetime import date
 from pathlib import Path
 
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.hardware import canonical_gpu
 from kernelbench.problems.identity import identify
 from kernelbench.problems.model import ProblemSet
 from kernelbench.results import KernelResult
 from kernelbench.runs import RunDirectory, RunInfo
-from kernelbench.scoring import canonical_gpu
 from leaderboard.bundle import ResultsBundle, check_gpu_label, write_bundle
 from leaderboard.convert import LevelRun, submission_to_runs
 from leaderboard.errors import SubmissionError
@@ -90,9 +90,7 @@ def measured_gpu(results: Sequence[KernelResult], fallback: str) -> str:
 
 def _is_verdict(result: KernelResult | None) -> bool:
     """A result that judges the kernel; an infrastructure failure (Modal lost a container) does not."""
-    from kernelbench.runners.modal_runner import is_remote_failure  # import-light; no modal import
-
-    return result is not None and not is_remote_failure(result)
+    return result is not None and not result.infrastructure_failure
 
 
 def _current(result: KernelResult | None, job: EvalJob) -> bool:

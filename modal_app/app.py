@@ -35,9 +35,10 @@ import modal  # noqa: E402
 
 from kernelbench.errors import KernelBenchError  # noqa: E402
 from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings  # noqa: E402
+from kernelbench.hardware import MODAL_GPUS, modal_gpu_name  # noqa: E402
 from kernelbench.problems import SOURCES  # noqa: E402
 from kernelbench.results import BACKENDS, PRECISIONS  # noqa: E402
-from kernelbench.runners.modal_runner import APP_NAME, MODAL_GPUS, ModalRunner  # noqa: E402
+from kernelbench.runners.modal_runner import APP_NAME, ModalRunner  # noqa: E402
 from modal_app import versions  # noqa: E402
 from modal_app.image import build_image, recipe_for, recipe_for_fetch  # noqa: E402
 
@@ -230,14 +231,12 @@ BASELINE_FUNCTIONS = {"H100": baselines_h100, "A100-80GB": baselines_a100_80gb, 
                       "B200": baselines_b200}
 if not (tuple(EVALUATE_FUNCTIONS) == tuple(EVALUATE_HUB_FUNCTIONS) == MODAL_GPUS == tuple(BASELINE_FUNCTIONS)
         == tuple(versions.GPUS)):
-    raise RuntimeError("modal_app: the GPU functions do not match kernelbench.runners.modal_runner.MODAL_GPUS")
+    raise RuntimeError("modal_app: the GPU functions do not match kernelbench.hardware.MODAL_GPUS")
 
 
 def runner_for(gpu: str) -> ModalRunner:
     """A runner bound to this (running) app's functions for ``gpu``."""
-    from kernelbench.runners.modal_runner import canonical_gpu
-
-    name = canonical_gpu(gpu)
+    name = modal_gpu_name(gpu)
     return ModalRunner(gpu=name, function=EVALUATE_FUNCTIONS[name], baselines_function=BASELINE_FUNCTIONS[name],
                        hub_function=EVALUATE_HUB_FUNCTIONS[name], fetch_function=fetch_hub_models,
                        confirm=_print_estimate)

@@ -6,19 +6,21 @@ a real Modal function inside ``modal run`` and with an in-process stand-in in th
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kernelbench.errors import BaselineError, KernelBenchError, RunDirectoryError
+from kernelbench.errors import KernelBenchError, RunDirectoryError
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
-from kernelbench.io_utils import atomic_write_json, atomic_write_text
-from kernelbench.problems.model import Problem, ProblemSet
+from kernelbench.io_utils import atomic_write_text
+from kernelbench.problems.model import Problem, ProblemSet, problem_key
 from kernelbench.results import KernelResult
-from kernelbench.runners.modal_runner import ModalRunner, is_remote_failure
+from kernelbench.runners.modal_runner import ModalRunner
+
+if TYPE_CHECKING:
+    from kernelbench.baselines import BaselineRunReport
 
 log = logging.getLogger(__name__)
 
@@ -148,114 +150,41 @@ def run_backend(run_dir: str | Path, default: str = "cuda") -> str:
 
 @dataclass
 class BaselineRun:
+    """What a Modal baseline run did, per problem, for the entry point's summary; ``report`` has it per mode."""
+
     path: Path
     n_measured: int
     n_reused: int
     failures: list[str] = field(default_factory=list)
     gpu_names: set[str] = field(default_factory=set)
+    report: BaselineRunReport | None = None
 
-
-def _level_block(data: dict, mode: str, level: int) -> dict:
-    from kernelbench.baselines import EAGER
-
-    holder = data if mode == EAGER else data.setdefault("modes", {}).setdefault(mode, {})
-    return holder.setdefault(f"level{level}", {})
-
-
-def _has_all_modes(data: dict, problem: Problem, modes: Sequence[str]) -> bool:
-    from kernelbench.baselines import EAGER
-
-    for mode in modes:
-        holder = data if mode == EAGER else (data.get("modes") or {}).get(mode) or {}
-        if problem.filename not in (holder.get(f"level{problem.level}") or {}):
-            return False
-    return True
-
-
-def _sorted_baseline(data: dict) -> dict:
-    """Levels and problem files in a stable order, so re-measuring gives small diffs."""
-    def sort_levels(block: dict) -> dict:
-        out = {}
-        for key in sorted(block, key=lambda k: (not k.startswith("level"), k)):
-            value = block[key]
-            if key.startswith("level") and isinstance(value, dict):
-                value = dict(sorted(value.items(), key=lambda kv: (int(kv[0].split("_")[0])
-                                                                    if kv[0].split("_")[0].isdigit() else 10**9,
-                                                                    kv[0])))
-            out[key] = value
-        return out
-
-    out = sort_levels({k: v for k, v in data.items() if k not in ("modes", "environment")})
-    if data.get("modes"):
-        out["modes"] = {mode: sort_levels(block) for mode, block in sorted(data["modes"].items())}
-    if "environment" in data:
-        out["environment"] = data["environment"]
-    return out
+    @classmethod
+    def of(cls, report: BaselineRunReport, gpu_name: str | None) -> BaselineRun:
+        """Problems with a time measured now, problems whose every mode was already there, each failure."""
+        statuses: dict[tuple[int, int], set[str]] = {}
+        for o in report.outcomes:
+            statuses.setdefault((o.level, o.problem_id), set()).add(o.status)
+        failures = [f"{problem_key(o.level, o.problem_id)} {o.mode}: {o.error}" for o in report.failures]
+        return cls(path=report.path, n_measured=sum("measured" in s for s in statuses.values()),
+                   n_reused=sum(s == {"reused"} for s in statuses.values()), failures=failures,
+                   gpu_names={gpu_name} if gpu_name else set(), report=report)
 
 
 def measure_baselines(problems: ProblemSet, modes: Sequence[str], settings: EvalSettings, runner: ModalRunner,
                       output: str | Path, resume: bool = True, progress: bool = True) -> BaselineRun:
-    """Measure each problem's reference on the runner's GPU and write a baseline file as results arrive.
+    """Measure each problem's reference on the runner's GPU into ``output``, written as results arrive.
 
-    With ``resume``, problems already in ``output`` for every requested mode are skipped, and new
-    times are merged in; the file must then be from the same GPU type.
+    The library's baseline run does the work, through its one writer (the same as ``kernelbench baselines
+    --runner modal``): with ``resume``, times already in ``output`` are kept and new ones merged in, and
+    the file must then hold comparable times (same GPU type, timing protocol, precision and problem set).
     """
-    import kernelbench.baselines as kb_baselines
-    from kernelbench.baselines import BASELINE_MODES, parse_baseline
-    from kernelbench.scoring import canonical_gpu
+    from kernelbench.baselines import BaselineFile, measure_into_via_modal
 
-    bad = [m for m in modes if m not in BASELINE_MODES]
-    if bad:
-        raise BaselineError(f"unknown baseline mode(s) {', '.join(bad)} (choose from {', '.join(BASELINE_MODES)})")
-    out_path = Path(output)
-    data: dict[str, Any] = {}
-    if resume and out_path.exists():
-        try:
-            data = json.loads(out_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise BaselineError(f"cannot resume from {out_path}: {e} (move it away or pass --no-resume)") from None
-        if not isinstance(data, dict):
-            raise BaselineError(f"cannot resume from {out_path}: not a baseline file")
-        old_gpu = canonical_gpu((data.get("environment") or {}).get("gpu_name"))
-        if old_gpu is not None and old_gpu != canonical_gpu(runner.gpu):
-            raise BaselineError(f"{out_path} holds {old_gpu} times; measuring {runner.gpu} into it would mix GPUs "
-                                "(choose another --output or pass --no-resume)")
-
-    if not hasattr(kb_baselines, "measure_problem"):
-        raise BaselineError("this copy of kernelbench has no kernelbench.baselines.measure_problem, "
-                            "which measuring baselines needs; update kernelbench")
-    todo = [p for p in problems if not _has_all_modes(data, p, modes)]
-    result = BaselineRun(path=out_path, n_measured=0, n_reused=len(problems) - len(todo))
-
-    def on_result(index: int, out: dict) -> None:
-        problem = todo[index]
-        if out.get("error"):
-            result.failures.append(f"{problem.key}: {out['error']}")
-            return
-        for mode, entry in (out.get("entries") or {}).items():
-            _level_block(data, mode, problem.level)[problem.filename] = entry
-        env = out.get("environment") or {}
-        if env.get("gpu_name"):
-            result.gpu_names.add(env["gpu_name"])
-        data["environment"] = env
-        result.n_measured += 1
-        atomic_write_json(out_path, _sorted_baseline(data))
-
-    if todo:
-        outs = runner.measure_baselines(todo, modes, settings, on_result=on_result, progress=progress)
-        for problem, out in zip(todo, outs, strict=True):
-            if out is None:
-                result.failures.append(f"{problem.key}: Modal could not run this problem")
-    if len({canonical_gpu(n) for n in result.gpu_names}) > 1:
-        log.warning("baselines were measured on several GPU types: %s", ", ".join(sorted(result.gpu_names)))
-    if data:
-        for mode in modes:
-            try:
-                parse_baseline(data, mode=mode, where=str(out_path))
-            except BaselineError:
-                if result.n_measured or result.n_reused:
-                    raise
-    return result
+    file = BaselineFile.open(output, runner.gpu, precision=settings.precision, restart=not resume,
+                             restart_flag="--no-resume", force_flag=None)
+    report = measure_into_via_modal(file, problems, modes, settings, runner, progress=progress)
+    return BaselineRun.of(report, file.environment.get("gpu_name"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +222,7 @@ def results_summary(results: Sequence[KernelResult]) -> str:
     n = len(results)
     compiled = sum(r.compiled for r in results)
     correct = sum(r.correct for r in results)
-    remote = sum(is_remote_failure(r) for r in results)
+    remote = sum(r.infrastructure_failure for r in results)
     text = f"{n} kernel(s): {compiled} compiled, {correct} correct"
     if remote:
         text += f", {remote} not run (Modal failures; run again to retry them)"
@@ -335,7 +264,7 @@ def check_report(result: KernelResult, gpu: str) -> list[CheckItem]:
     Modal failure; the rest is read from the result itself.
     """
     env = result.environment
-    came_back = not is_remote_failure(result)
+    came_back = not result.infrastructure_failure
     items = [CheckItem("image built, GPU function scheduled, result returned", came_back,
                        result.error.one_line() if (result.error and not came_back) else "")]
     if not came_back:

@@ -1,4 +1,4 @@
-"""Every version the Modal image pins, and the GPU table, in one place.
+"""Every version the Modal image pins, in one place (the GPU table is ``kernelbench.hardware``'s).
 
 These are the versions the GPU test suite runs with (torch 2.11 + CUDA 13.0 on Python 3.12), so a
 result from Modal and a result from the lead's GPU machine come from the same software. Change a
@@ -7,7 +7,7 @@ pin here and nowhere else; ``tests/test_modal_app.py`` checks the image recipe a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kernelbench.hardware import MODAL_GPU_TABLE, MODAL_PRICES_DATE, MODAL_PRICES_SOURCE, ModalGpu
 
 PYTHON_VERSION = "3.12"
 #: NVIDIA's CUDA devel image: nvcc and headers for ``load_inline`` builds, matching torch's CUDA 13.0.
@@ -82,49 +82,11 @@ MEMORY_MIB = 32768
 SCALEDOWN_WINDOW_S = 120
 
 
-#: When the prices below were read, and where from: Modal bills GPU time per second; these are its
-#: list prices per GPU-hour (modal.com/pricing, as quoted on 2026-05-07). CPU and memory are billed
-#: on top and are not in the estimate. Check the page before trusting a dollar figure.
-PRICES_DATE = "2026-05-07"
-PRICES_SOURCE = "https://modal.com/pricing (list price per GPU-hour, quoted 2026-05-07)"
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """One GPU type on Modal.
-
-    ``name`` is what users type (``--gpu A100-80GB``) and the key into
-    ``kernelbench.hardware``'s table, which holds the compute capability, datasheet and measured
-    rates; ``modal_gpu`` is what Modal schedules; ``cuda_arch`` the build target, with the ``a``
-    suffix where the chip has architecture-specific instructions (wgmma on sm_90a, tcgen05 on
-    sm_100a) that kernels may use.
-    """
-
-    name: str
-    modal_gpu: str
-    cuda_arch: str
-    usd_per_hour: float
-
-    @property
-    def slug(self) -> str:
-        return self.name.lower().replace("-", "_")
-
-    @property
-    def baseline_stem(self) -> str:
-        """The baseline file stem, the same a local run on this chip writes (``A100-80GB`` -> ``A100``)."""
-        from kernelbench.baselines import gpu_label
-
-        return gpu_label(self.name)
-
-
-#: ``H100!`` stops Modal from silently upgrading an H100 request to an H200: baselines are per GPU
-#: type, so an upgraded container would time kernels on a different chip than the baseline file.
-GPUS: dict[str, GpuSpec] = {
-    "H100": GpuSpec("H100", "H100!", "9.0a", 3.9492),
-    "A100-80GB": GpuSpec("A100-80GB", "A100-80GB", "8.0", 2.4984),
-    "L40S": GpuSpec("L40S", "L40S", "8.9", 1.9512),
-    "B200": GpuSpec("B200", "B200", "10.0a", 6.2496),
-}
+#: The GPU table (Modal's spelling, build target, dated price per GPU-hour) is the library's, the one
+#: place for GPUs; the image and the app read it through these names.
+GPUS: dict[str, ModalGpu] = MODAL_GPU_TABLE
+PRICES_DATE = MODAL_PRICES_DATE
+PRICES_SOURCE = MODAL_PRICES_SOURCE
 
 
 def pip_pins() -> tuple[str, ...]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import logging
 import platform
-import subprocess
 import traceback
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench.evaluation.settings import EvalJob
+from kernelbench.hardware import nvidia_smi_query
 from kernelbench.results import EnvironmentInfo, KernelResult, Stage, StageError
 from kernelbench.runners.modal_runner import (
     WIRE_VERSION,
@@ -69,23 +69,13 @@ def stop_fetching_inputs() -> None:
 
 def container_gpu_name(timeout_s: float = 30.0) -> str | None:
     """The GPU this container got, as the driver names it (Modal may substitute a type)."""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return None
-    return proc.stdout.strip().splitlines()[0].strip() or None
+    names = nvidia_smi_query("name", timeout_s)
+    return names[0] if names else None
 
 
 def _driver_version(timeout_s: float = 30.0) -> str | None:
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip().splitlines()[0].strip() if proc.returncode == 0 and proc.stdout.strip() else None
+    versions = nvidia_smi_query("driver_version", timeout_s)
+    return versions[0] if versions else None
 
 
 def _dist_version(name: str) -> str | None:

@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _label_and_device(args: argparse.Namespace) -> tuple[str, str]:
-    from kernelbench.baselines import gpu_label, local_gpu_names
+    from kernelbench.hardware import gpu_label, local_gpu_names
 
     if args.device == "cpu":
         return "cpu", "cpu"

@@ -13,7 +13,7 @@ Prints, for the mode given (``--mode``, default eager):
    2%), and every problem that moved by more than 2% with its host share where ``--host-shares`` gives one;
 3. with ``--published``: ours / theirs per problem (our median over their mean), per level the median,
    geometric mean, quartiles and 10th-90th percentiles, and the ``--top`` largest disagreements with the
-   evidence that bears on each (``kernelbench.baseline_compare.CUES``).
+   evidence that bears on each (``kernelbench.baselines.CUES``).
 
 Problems are paired by level and file name, never by id. ``--published-problems`` is the KernelBench/
 folder at the revision the published file was made from: problems whose code differs from ours (by
@@ -103,7 +103,7 @@ def _code_of_folder(folder: str, baseline) -> dict[str, str]:
 
 
 def _host_shares(paths: list[str]) -> dict[str, float]:
-    from kernelbench.baseline_compare import host_shares_from_rows
+    from kernelbench.baselines import host_shares_from_rows
     from kernelbench.errors import BaselineError
 
     shares: dict[str, float] = {}
@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from tabulate import tabulate
 
-    from kernelbench.baseline_compare import CUES, Evidence, compare_with_published
-    from kernelbench.baselines import compare_baselines, load_baseline
+    from kernelbench.baselines import CUES, Evidence, compare_baselines, compare_with_published, load_baseline
     from kernelbench.errors import BaselineError, KernelBenchError
     from kernelbench.io_utils import atomic_write_json
 

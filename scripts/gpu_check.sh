@@ -83,7 +83,7 @@ run() {  # run NAME CMD... : output to $OUT/NAME.log under the phase time limit,
 }
 
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv | tee "$OUT/gpu.txt"
-gpu=$(python3 -c "from kernelbench.baselines import gpu_label; import torch; print(gpu_label(torch.cuda.get_device_name(0)))" 2>/dev/null || echo GPU)
+gpu=$(python3 -c "from kernelbench.hardware import gpu_label; import torch; print(gpu_label(torch.cuda.get_device_name(0)))" 2>/dev/null || echo GPU)
 
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(all)

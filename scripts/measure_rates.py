@@ -43,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from tabulate import tabulate
 
-    from kernelbench.baselines import gpu_label
     from kernelbench.errors import KernelBenchError
-    from kernelbench.hardware import find_gpu_spec
+    from kernelbench.hardware import find_gpu_spec, gpu_label
     from kernelbench.rate_measurement import measure_gpu_rates, merge_measured_rates
 
     device = args.device or ("cuda:0" if torch.cuda.is_available() else None)

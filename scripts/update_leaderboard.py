@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernelbench.baselines import baseline_path_for_gpu, baselines_dir_for, load_baseline
     from kernelbench.errors import KernelBenchError
+    from kernelbench.hardware import canonical_gpu
     from kernelbench.problems import load_board_problems
     from kernelbench.problems.identity import identify
-    from kernelbench.scoring import canonical_gpu
     from leaderboard.aggregate import AggregateConfig, aggregate, check_baseline_set
     from leaderboard.bundle import write_bundle
     from leaderboard.evaluate import bundle_from_runs

@@ -1,4 +1,4 @@
-"""Our baseline beside a file KernelBench published (kernelbench.baseline_compare, scripts/compare_baselines.py).
+"""Our baseline beside a file KernelBench published (kernelbench.baselines.compare, scripts/compare_baselines.py).
 
 The files here are tiny ones written by the tests in both formats: ours (median, problem set with hashes)
 and KernelBench's (levels only, mean, std, min). Problem names are real official names, so the shipped
@@ -15,14 +15,16 @@ from pathlib import Path
 import pytest
 
 from kernelbench import TIMING_PROTOCOL_VERSION
-from kernelbench.baseline_compare import (
+from kernelbench.baselines import (
     Evidence,
     RatioSummary,
+    compare_baselines,
     compare_with_published,
     host_shares_from_rows,
+    load_baseline,
+    parse_baseline,
     uses_cudnn_conv,
 )
-from kernelbench.baselines import compare_baselines, load_baseline, parse_baseline
 from kernelbench.errors import BaselineError
 from kernelbench.problems.identity import KERNELBENCH_REVISION, MANIFEST_ENV
 

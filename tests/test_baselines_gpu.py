@@ -24,8 +24,8 @@ from kernelbench.baselines import (
     measure_into,
     measure_problem,
 )
+from kernelbench.hardware import canonical_gpu
 from kernelbench.problems import load_builtin
-from kernelbench.scoring import canonical_gpu
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[1]

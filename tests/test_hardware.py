@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -161,3 +162,79 @@ def test_current_gpu_spec_matches_the_device():
     if l2_bytes:
         assert spec.l2_mb * 2**20 >= l2_bytes * 0.95
     print(f"\n{name}: {spec.describe()}")
+
+
+# ---------------------------------------------------------------------------------------------- names
+@pytest.mark.parametrize("name, family", [
+    ("NVIDIA H100 80GB HBM3", "H100"),
+    ("h100", "H100"),
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("A100-80GB", "A100"),
+    ("NVIDIA GeForce RTX 4090", "RTX4090"),
+    ("NVIDIA L40S", "L40S"),
+    ("  Some Accelerator  ", "Some Accelerator"),
+])
+def test_canonical_gpu_names_the_type_two_timings_must_share(name, family):
+    from kernelbench.hardware import canonical_gpu, gpu_family
+
+    assert canonical_gpu(name) == family == gpu_family(name)
+
+
+def test_gpu_family_also_reads_kernelbench_folder_names_and_labels_are_file_stems():
+    from kernelbench.hardware import canonical_gpu, gpu_family, gpu_label
+
+    assert canonical_gpu(None) is None and gpu_family(None) is None and gpu_family("") is None
+    assert gpu_family("H100_together") == "H100" and canonical_gpu("H100_together") == "H100_together"
+    assert gpu_label("NVIDIA A100-SXM4-80GB") == gpu_label("A100-80GB") == "A100"
+    assert gpu_label("My GPU/v2") == "My_GPU_v2" and gpu_label("///") == "gpu"
+
+
+def test_every_modal_gpu_is_in_the_datasheet_table_and_names_resolve():
+    from kernelbench.errors import KernelBenchError
+    from kernelbench.hardware import MODAL_GPU_TABLE, MODAL_GPUS, modal_gpu_name
+
+    assert MODAL_GPUS == tuple(MODAL_GPU_TABLE) == ("H100", "A100-80GB", "L40S", "B200")
+    for name, spec in MODAL_GPU_TABLE.items():
+        hw = get_gpu_spec(name)
+        assert spec.name == name and spec.cuda_arch.rstrip("a") == hw.compute_capability
+        assert spec.usd_per_hour > 0 and spec.baseline_stem == name.split("-")[0]
+        assert modal_gpu_name(spec.slug) == name
+    with pytest.raises(KernelBenchError, match="unknown Modal GPU 'H200'"):
+        modal_gpu_name("H200")  # in the datasheet table, not rented on Modal
+
+
+# ---------------------------------------------------------------------------------------------- nvidia-smi
+def _fake_smi(folder, body: str):
+    """A stand-in ``nvidia-smi`` executable (no GPU here): a shell script that answers like the real one."""
+    exe = folder / "nvidia-smi"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+
+
+def test_one_reader_of_nvidia_smi_for_the_library_the_cli_and_the_modal_worker(tmp_path, monkeypatch):
+    from kernelbench.cli.run_cmd import local_gpu_name
+    from kernelbench.hardware import local_gpu_names, nvidia_smi_query
+    from modal_app.worker import _driver_version, container_gpu_name
+
+    _fake_smi(tmp_path, 'case "$1" in\n'
+                        '  --query-gpu=name) printf "NVIDIA H100 80GB HBM3\\n\\n  NVIDIA H200  \\n" ;;\n'
+                        '  --query-gpu=driver_version) echo 580.65.06 ;;\n'
+                        '  *) echo "unknown query $1" >&2; exit 2 ;;\n'
+                        'esac\n')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert local_gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert local_gpu_name() == container_gpu_name() == "NVIDIA H100 80GB HBM3"
+    assert nvidia_smi_query("driver_version") == ["580.65.06"] and _driver_version() == "580.65.06"
+    assert nvidia_smi_query("no_such_field") == []  # nvidia-smi failed: nothing, not its error text
+
+
+def test_no_nvidia_smi_or_a_hanging_one_gives_no_gpus(tmp_path, monkeypatch):
+    from kernelbench.cli.run_cmd import local_gpu_name
+    from kernelbench.hardware import local_gpu_names
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert local_gpu_names() == [] and local_gpu_name() is None
+    _fake_smi(tmp_path, "while :; do :; done\n")  # hangs (a wedged driver); builtins only, PATH is empty
+    started = time.monotonic()
+    assert local_gpu_names(timeout_s=0.3) == []
+    assert time.monotonic() - started < 3

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench.hardware import MODAL_GPUS
 from kernelbench.runners.modal_runner import (
-    MODAL_GPUS,
     ModalRunner,
     function_name,
     job_to_wire,
@@ -45,6 +45,25 @@ def test_app_builds_offline_with_one_function_per_gpu_and_kind(app_module):
             fn = getattr(app_module, function_name(kind, gpu))
             assert isinstance(fn, modal.Function)
     assert tuple(app_module.EVALUATE_FUNCTIONS) == MODAL_GPUS
+
+
+def test_the_command_hands_the_runner_the_app_the_library_never_imports(app_module):
+    """``kernelbench ... --runner modal`` passes a loader for the ephemeral fallback, and what it loads has
+    every function the runner asks for by name; without a loader the runner has no way to the app."""
+    import argparse
+
+    from kernelbench.cli.common import load_modal_app, runner_options
+    from kernelbench.runners import get_runner
+    from kernelbench.runners.modal_runner import FETCH_FUNCTION, FUNCTION_KINDS
+
+    args = argparse.Namespace(runner="modal", max_containers=None, max_gpu_cost=None, dry_run=True, yes=False)
+    runner = get_runner("modal", gpu="l40s", **runner_options(args))
+    assert runner.app_loader is load_modal_app and load_modal_app() is app_module
+    assert isinstance(app_module.app, modal.App) and isinstance(getattr(app_module, FETCH_FUNCTION), modal.Function)
+    for kind in FUNCTION_KINDS:
+        assert isinstance(getattr(app_module, function_name(kind, runner.gpu)), modal.Function)
+    assert ModalRunner(gpu="H100", dry_run=True).app_loader is None
+    assert runner_options(argparse.Namespace(runner="local")) == {}
 
 
 @pytest.mark.parametrize("gpu", MODAL_GPUS)

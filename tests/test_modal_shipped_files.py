@@ -111,7 +111,8 @@ def _package_data_files(package: str) -> set[Path]:
 
 
 def test_every_function_ships_the_same_files(app_module):
-    from kernelbench.runners.modal_runner import FETCH_FUNCTION, FUNCTION_KINDS, MODAL_GPUS, function_name
+    from kernelbench.hardware import MODAL_GPUS
+    from kernelbench.runners.modal_runner import FETCH_FUNCTION, FUNCTION_KINDS, function_name
 
     names = [function_name(kind, gpu) for gpu in MODAL_GPUS for kind in FUNCTION_KINDS] + [FETCH_FUNCTION]
     sets = {name: set(shipped_files(getattr(app_module, name))) for name in names}

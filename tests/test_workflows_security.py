@@ -245,7 +245,7 @@ def test_evaluate_runs_on_the_evaluate_label_or_by_hand(wf):
     assert on["pull_request_target"] == {"types": ["labeled"]}
     inputs = on["workflow_dispatch"]["inputs"]
     assert inputs["pr_number"]["required"] is True
-    from kernelbench.runners.modal_runner import MODAL_GPUS
+    from kernelbench.hardware import MODAL_GPUS
 
     assert inputs["gpu"]["type"] == "choice" and tuple(inputs["gpu"]["options"]) == MODAL_GPUS
     assert inputs["gpu"]["default"] == "H100"

@@ -119,9 +119,9 @@ def _select(args: argparse.Namespace):
 
 def _local_target(args: argparse.Namespace) -> tuple[str, str]:
     """(device, GPU label) for a local run; refuses the CPU unless asked for and a --gpu-name that is not this GPU."""
-    from kernelbench.baselines import gpu_family, gpu_label, local_gpu_names
     from kernelbench.errors import BaselineError
     from kernelbench.evaluation.parent import visible_devices
+    from kernelbench.hardware import gpu_family, gpu_label, local_gpu_names
 
     device = args.device or visible_devices()[0]
     if device == "cpu":
@@ -164,9 +164,10 @@ def run(args: argparse.Namespace) -> int:
     problems = _select(args)
     runner = None
     if args.runner == "modal":
+        from kernelbench.cli.common import load_modal_app
         from kernelbench.runners.modal_runner import ModalRunner
 
-        runner = ModalRunner(gpu=args.gpu)
+        runner = ModalRunner(gpu=args.gpu, app_loader=load_modal_app)
         device, label = None, args.gpu_name or runner.gpu
     else:
         device, label = _local_target(args)

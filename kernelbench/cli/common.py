@@ -103,12 +103,23 @@ def confirm_estimate(assume_yes: bool, dry_run: bool = False):
     return confirm
 
 
+def load_modal_app():
+    """The Modal app's module, for the Modal runner to run ephemerally when the app is not deployed.
+
+    The command imports it (a shell may); the library's runner only calls this. ImportError where
+    ``modal_app/`` is not importable: the runner turns it into a one-line error that says what to do.
+    """
+    import importlib
+
+    return importlib.import_module("modal_app.app")
+
+
 def runner_options(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword arguments for ``get_runner`` from the cost-control flags (none for the local runner)."""
     if getattr(args, "runner", "local") != "modal":
         return {}
     return {"max_containers": args.max_containers, "max_cost_usd": args.max_gpu_cost, "dry_run": args.dry_run,
-            "confirm": confirm_estimate(args.yes, args.dry_run)}
+            "confirm": confirm_estimate(args.yes, args.dry_run), "app_loader": load_modal_app}
 
 
 def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:

@@ -193,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
 def _committed_baseline(args: argparse.Namespace, spec, problems) -> Path | None:
     """The committed baseline for this GPU, for the built-in suite only: its times are keyed by file name
     and problem id, which another source's problems could share without being the same problem."""
-    from kernelbench.baselines import baseline_path_for_gpu, gpu_label
+    from kernelbench.baselines import baseline_path_for_gpu
+    from kernelbench.hardware import gpu_label
 
     if problems.source != "builtin":
         return None

@@ -8,8 +8,6 @@ is refined: its verdict goes back to the model N-1 times and the best correct ke
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 
 from kernelbench.cli.common import add_source_args, positive_int
@@ -19,16 +17,10 @@ from kernelbench.cli.generate import add_model_args, add_run_dir_args, add_selec
 
 def local_gpu_name() -> str | None:
     """The first local GPU's name from nvidia-smi (this process must not create a CUDA context)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return names[0] if out.returncode == 0 and names else None
+    from kernelbench.hardware import local_gpu_names
+
+    names = local_gpu_names(timeout_s=20)
+    return names[0] if names else None
 
 
 def target_gpu(args: argparse.Namespace) -> str | None:

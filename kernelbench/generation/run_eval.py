@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kernelbench.runners.modal_runner import is_remote_failure
 from kernelbench.runs import RunDirectory
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ def evaluate_run_dir(run_dir: RunDirectory, problems: ProblemSet, settings: Eval
         stale_placeholder = (done is not None and done.error is not None
                              and done.error.type in _PLACEHOLDER_TYPES and has_code)
         # A job lost to the remote infrastructure (not a verdict on the kernel) is retried on resume.
-        stale_placeholder = stale_placeholder or (done is not None and is_remote_failure(done))
+        stale_placeholder = stale_placeholder or (done is not None and done.infrastructure_failure)
         if done is not None and not reevaluate and not stale_placeholder:
             summary.results.append(done)
             summary.already_done += 1

@@ -200,23 +200,6 @@ def check_names(expected: ProblemSetIdentity, names: Iterable[str], what: str) -
         )
 
 
-def guess_from_names(names: Iterable[str]) -> str | None:
-    """``builtin`` or ``kernelbench`` when every ``level<N>/<file>`` ref belongs to exactly one of them."""
-    refs = set(names)
-    if not refs:
-        return None
-    from kernelbench.problems.sources import load_builtin
-
-    builtin_refs = {ref_of(p) for p in load_builtin()}
-    official_refs = set(official_manifest().hashes)
-    in_builtin, in_official = refs <= builtin_refs, refs <= official_refs
-    if in_builtin and not in_official:
-        return BUILTIN
-    if in_official and not in_builtin:
-        return KERNELBENCH
-    return None
-
-
 def set_of_problem(problem: Problem, official: ProblemSetIdentity | None = None) -> tuple[str, str]:
     """(name, revision) of the set one problem belongs to, for artefacts written a problem at a time."""
     if problem.source == BUILTIN:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelbench.errors import SourceError
-from kernelbench.problems.identity import BUILTIN, KERNELBENCH, guess_from_names
+from kernelbench.problems.identity import BUILTIN, KERNELBENCH, official_manifest, ref_of
 
 if TYPE_CHECKING:
     from kernelbench.runs import RunInfo
@@ -27,6 +27,27 @@ class SourceChoice:
     source: str
     path: str | None
     reason: str
+
+
+def guess_from_names(names: Iterable[str]) -> str | None:
+    """``builtin`` or ``kernelbench`` when every ``level<N>/<file>`` ref belongs to exactly one of them.
+
+    Here rather than in :mod:`kernelbench.problems.identity`, which loads no problems: it needs the
+    built-in suite's names, and the sources need the identity to check the official set.
+    """
+    refs = set(names)
+    if not refs:
+        return None
+    from kernelbench.problems.sources import load_builtin
+
+    builtin_refs = {ref_of(p) for p in load_builtin()}
+    official_refs = set(official_manifest().hashes)
+    in_builtin, in_official = refs <= builtin_refs, refs <= official_refs
+    if in_builtin and not in_official:
+        return BUILTIN
+    if in_official and not in_builtin:
+        return KERNELBENCH
+    return None
 
 
 def has_level_dirs(folder: Path) -> bool:

@@ -20,20 +20,3 @@ class Runner(Protocol):
             progress: bool = True) -> list[KernelResult]:
         """Evaluate every job; results come back in job order, and ``on_result`` fires as each finishes."""
         ...
-
-
-RUNNERS = ("local", "modal")
-
-
-def get_runner(name: str = "local", gpu: str | None = None, **options) -> Runner:
-    if name == "local":
-        from kernelbench.runners.local import LocalRunner
-
-        return LocalRunner(**options)
-    if name == "modal":
-        from kernelbench.runners.modal_runner import ModalRunner
-
-        return ModalRunner(gpu=gpu or "H100", **options)
-    from kernelbench.errors import KernelBenchError
-
-    raise KernelBenchError(f"unknown runner {name!r} (choose from {', '.join(RUNNERS)})")

@@ -3,7 +3,7 @@
 Modal bills GPU time per second, and the runner fans every job out to its own container, so a
 large submission is a large bill. Before anything is dispatched the runner computes a
 :class:`CostEstimate` (kernels, GPU type, GPU-hours, dollars at the dated list price in
-``modal_app/versions.py``) and hands it to a confirmation callback; with a cost cap it dispatches
+``kernelbench.hardware.MODAL_GPU_TABLE``) and hands it to a confirmation callback; with a cost cap it dispatches
 in batches and stops before the batch that would cross the cap.
 
 The per-job time is a deliberately generous model (container start, compile, correctness trials,
@@ -63,12 +63,12 @@ def seconds_per_job(settings: EvalSettings) -> float:
 
 def price_per_hour(gpu: str) -> tuple[float, str]:
     """(USD per GPU-hour, date of that price) for a Modal GPU name, from the GPU table."""
-    from modal_app import versions
+    from kernelbench.hardware import MODAL_GPU_TABLE, MODAL_PRICES_DATE
 
-    spec = versions.GPUS.get(gpu)
+    spec = MODAL_GPU_TABLE.get(gpu)
     if spec is None:
-        raise KernelBenchError(f"no Modal price for GPU {gpu!r} (known: {', '.join(versions.GPUS)})")
-    return spec.usd_per_hour, versions.PRICES_DATE
+        raise KernelBenchError(f"no Modal price for GPU {gpu!r} (known: {', '.join(MODAL_GPU_TABLE)})")
+    return spec.usd_per_hour, MODAL_PRICES_DATE
 
 
 def estimate_jobs(jobs: Sequence[EvalJob], gpu: str) -> CostEstimate:

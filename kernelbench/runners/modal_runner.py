@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from kernelbench.errors import KernelBenchError
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.hardware import modal_gpu_name
 from kernelbench.problems.model import Problem
 from kernelbench.results import KernelResult, Stage, StageError
 from kernelbench.runners.base import ResultCallback
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 APP_NAME = "kernelbench"
 #: Bumped when the payload layout changes; the remote side refuses a version it does not know.
 WIRE_VERSION = 1
-#: GPU types the app has functions for, as Modal spells them.
-MODAL_GPUS: tuple[str, ...] = ("H100", "A100-80GB", "L40S", "B200")
 #: The error type of a result that stands in for a job Modal could not run (infrastructure failure).
 REMOTE_ERROR_TYPE = "RemoteError"
 
@@ -49,16 +48,7 @@ class WireFormatError(KernelBenchError):
 
 
 # ---------------------------------------------------------------------------------------------
-# GPU names and function names
-
-
-def canonical_gpu(gpu: str) -> str:
-    """Accept ``h100``, ``a100_80gb`` and the like; refuse GPUs the app has no function for."""
-    wanted = gpu.strip().lower().replace("_", "-")
-    for name in MODAL_GPUS:
-        if name.lower() == wanted:
-            return name
-    raise KernelBenchError(f"unknown Modal GPU {gpu!r} (choose from {', '.join(MODAL_GPUS)})")
+# Function names
 
 
 #: The kinds of GPU function: ``evaluate`` (candidate code, no Volume), ``evaluate_hub`` (candidate code
@@ -70,7 +60,7 @@ def function_name(kind: str, gpu: str) -> str:
     """``evaluate_h100``, ``baselines_a100_80gb``: one Modal function per (kind, GPU type)."""
     if kind not in FUNCTION_KINDS:
         raise ValueError(f"unknown Modal function kind {kind!r}")
-    return f"{kind}_{canonical_gpu(gpu).lower().replace('-', '_')}"
+    return f"{kind}_{modal_gpu_name(gpu).lower().replace('-', '_')}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,12 +272,6 @@ def remote_failure(job: EvalJob, message: str, runner: str) -> KernelResult:
     )
 
 
-def is_remote_failure(result: KernelResult) -> bool:
-    """Results that stand for infrastructure failures (Modal's or the evaluator's); a resumed run evaluates
-    these jobs again. Kept for callers of the Modal runner; see ``KernelResult.infrastructure_failure``."""
-    return result.infrastructure_failure
-
-
 def describe_exception(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
@@ -303,8 +287,9 @@ class ModalRunner:
 
     ``function`` is any object with Modal's ``.map(inputs, order_outputs=..., return_exceptions=...)``
     contract: a hydrated Modal function (inside ``modal run``), or an in-process stand-in. Without
-    one, the runner looks up the deployed app's function and falls back to running the app
-    ephemerally.
+    one, the runner looks up the deployed app's function and, when it is not deployed, runs the app
+    ephemerally if it was given ``app_loader``: a callable that imports the app's module (``modal_app.app``,
+    which the ``kernelbench`` command passes; the library never imports the Modal app itself).
     """
 
     name = "modal"
@@ -313,7 +298,8 @@ class ModalRunner:
                  baselines_function: Any = None, devices: Sequence[str] | None = None,
                  max_containers: int | None = None, max_cost_usd: float | None = None,
                  confirm: Callable[[Any], bool] | None = None, dry_run: bool = False,
-                 hub_function: Any = None, fetch_function: Any = None):
+                 hub_function: Any = None, fetch_function: Any = None,
+                 app_loader: Callable[[], ModuleType] | None = None):
         """``confirm(estimate)`` sees the :class:`~kernelbench.runners.modal_cost.CostEstimate` before
         anything is dispatched and returns False to send nothing; ``dry_run`` sends nothing after it.
         ``max_containers`` caps Modal's parallelism; ``max_cost_usd`` dispatches in batches and stops
@@ -321,12 +307,13 @@ class ModalRunner:
         ``hub_function`` evaluates kernels of problems that load a hub model (the hub cache mounted
         read-only) and ``fetch_function`` (trusted: network, optional HF token) fills that cache first;
         both default to the app's functions, like ``function``."""
-        self.gpu = canonical_gpu(gpu)
+        self.gpu = modal_gpu_name(gpu)
         self.app_name = app_name
         self._function = function
         self._baselines_function = baselines_function
         self._hub_function = hub_function
         self._fetch_function = fetch_function
+        self.app_loader = app_loader
         if max_containers is not None and max_containers < 1:
             raise KernelBenchError("--max-containers must be at least 1")
         if max_cost_usd is not None and max_cost_usd <= 0:
@@ -365,10 +352,13 @@ class ModalRunner:
             log.info("using deployed Modal functions %s", ", ".join(f"{self.app_name}.{n}" for n in todo))
             yield {**found, **deployed}
             return
+        if self.app_loader is None:
+            raise KernelBenchError(f"Modal app {self.app_name!r} is not deployed (or is older than this client); "
+                                   "deploy it once with `modal deploy modal_app/app.py`")
         log.info("Modal app %r is not deployed (or is older than this client); running it ephemerally for this "
                  "command", self.app_name)
         try:
-            app_module = importlib.import_module("modal_app.app")
+            app_module = self.app_loader()
         except ImportError as e:
             raise KernelBenchError(
                 f"Modal app {self.app_name!r} is not deployed and modal_app/ is not importable here ({e}); "

@@ -1,16 +1,19 @@
-"""Our baseline times beside a file KernelBench published, problem by problem.
+"""Comparing two baseline files, problem by problem: the one comparison, two readings of it.
 
-KernelBench publishes reference times per GPU (``results/timing/H100_Modal/baseline_time_torch.json`` and
-one file per ``torch.compile`` configuration). Before our baselines replace theirs in anyone's scores, a
-reader needs to know how far the two disagree and why. :func:`compare_with_published` pairs the two files'
-problems by level and file name (never by id: sets share ids), keeps out of the statistics any problem
-whose code differs between the two (by KernelBench's hash, where both sides have one), and attaches to
-each problem the evidence that can explain a disagreement (see :data:`CUES`). The summary per level is
-the median ratio and its spread; nothing here decides a cause, the cues only say what is known.
+Both readings pair the two files' problems by level and file name (never by id: sets share ids) through
+:func:`pair_by_name`, and keep only problems with a positive, finite time on both sides.
 
-The ratio is ours / theirs: our headline (the median) over theirs (their mean; their files have no
-median). The mean ratio (our mean over their mean) is kept beside it, so the choice of statistic can be
-told apart from a real difference.
+* :func:`compare_baselines`: two independent runs of ours (run-to-run agreement). Files timed under
+  different protocols are refused: their ratio would measure the protocol change.
+* :func:`compare_with_published`: ours beside a file KernelBench published
+  (``results/timing/H100_Modal/baseline_time_torch.json`` and one file per ``torch.compile``
+  configuration). Before our baselines replace theirs in anyone's scores, a reader needs to know how far
+  the two disagree and why: any problem whose code differs between the two (by KernelBench's hash, where
+  both sides have one) is kept out of the statistics, and each problem carries the evidence that can
+  explain a disagreement (see :data:`CUES`). Nothing here decides a cause; the cues only say what is known.
+  The ratio is ours / theirs: our headline (the median) over theirs (their mean; their files have no
+  median); the mean ratio is kept beside it, so the choice of statistic can be told apart from a real
+  difference.
 """
 
 from __future__ import annotations
@@ -22,16 +25,127 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelbench.baselines import Baseline, gpu_family
+from kernelbench.baselines.format import Baseline, BaselineEntry, file_order, ref_order
 from kernelbench.errors import BaselineError
-from kernelbench.problems.identity import (
-    BUILTIN,
-    KERNELBENCH,
-    guess_from_names,
-    official_manifest,
-    problem_ref,
-)
+from kernelbench.hardware import gpu_family
+from kernelbench.problems.identity import BUILTIN, KERNELBENCH, official_manifest, problem_ref
+from kernelbench.problems.resolve import guess_from_names
 
+
+# ---------------------------------------------------------------------------------------------- pairing
+@dataclass(frozen=True)
+class Paired:
+    """One problem named in both files."""
+
+    level: int
+    filename: str
+    first: BaselineEntry
+    second: BaselineEntry
+
+    @property
+    def ref(self) -> str:
+        return problem_ref(self.level, self.filename)
+
+    @property
+    def comparable(self) -> bool:
+        """A positive, finite headline time on both sides (a ratio means something)."""
+        x, y = self.first.headline_ms, self.second.headline_ms
+        return x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)
+
+
+def pair_by_name(first: Baseline, second: Baseline) -> tuple[list[Paired], list[str], list[str]]:
+    """(problems in both, refs only in ``first``, refs only in ``second``), each by level and problem id."""
+    paired, only_first, only_second = [], [], []
+    for level in sorted(set(first.levels) | set(second.levels)):
+        a, b = first.levels.get(level, {}), second.levels.get(level, {})
+        for name in sorted(set(a) | set(b), key=file_order):
+            if name in a and name in b:
+                paired.append(Paired(level, name, a[name], b[name]))
+            else:
+                (only_first if name in a else only_second).append(problem_ref(level, name))
+    return paired, only_first, only_second
+
+
+# ---------------------------------------------------------------------------------------------- run to run
+@dataclass(frozen=True)
+class ProblemRatio:
+    level: int
+    filename: str
+    first_ms: float
+    second_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """second / first."""
+        return self.second_ms / self.first_ms
+
+    @property
+    def spread(self) -> float:
+        """max / min of the two: 1.0 is perfect agreement, whichever run was faster."""
+        return max(self.ratio, 1.0 / self.ratio)
+
+
+@dataclass(frozen=True)
+class BaselineAgreement:
+    """How far two independent measurements of the same problems agree."""
+
+    ratios: tuple[ProblemRatio, ...]
+    only_in_one: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.ratios)
+
+    @property
+    def median_ratio(self) -> float | None:
+        return statistics.median(r.ratio for r in self.ratios) if self.ratios else None
+
+    @property
+    def median_spread(self) -> float | None:
+        return statistics.median(r.spread for r in self.ratios) if self.ratios else None
+
+    @property
+    def worst(self) -> ProblemRatio | None:
+        return max(self.ratios, key=lambda r: r.spread) if self.ratios else None
+
+    def within(self, limit: float) -> int:
+        """Problems whose two runs differ by at most a factor of ``limit`` (1.02: within 2%)."""
+        return sum(r.spread <= limit for r in self.ratios)
+
+    def by_level(self) -> dict[int, BaselineAgreement]:
+        """The same comparison, one per level (problems named in one file only stay with their level)."""
+        out: dict[int, BaselineAgreement] = {}
+        for level in sorted({r.level for r in self.ratios} | {int(x.split("/", 1)[0][5:]) for x in self.only_in_one}):
+            out[level] = BaselineAgreement(tuple(r for r in self.ratios if r.level == level),
+                                           tuple(x for x in self.only_in_one if x.startswith(f"level{level}/")))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        worst = self.worst
+        return {"n": self.n, "median_ratio": self.median_ratio, "median_spread": self.median_spread,
+                "worst": None if worst is None else {"level": worst.level, "problem": worst.filename,
+                                                     "first_ms": worst.first_ms, "second_ms": worst.second_ms,
+                                                     "ratio": worst.ratio, "spread": worst.spread},
+                "only_in_one": list(self.only_in_one)}
+
+
+def compare_baselines(first: Baseline, second: Baseline) -> BaselineAgreement:
+    """Per-problem ratios of the headline times of two baselines (same mode), matched by level and file.
+
+    Two files timed under different protocols are refused: their ratio would measure the protocol change,
+    not how well two runs agree."""
+    pa, pb = (b.environment.timing_protocol if b.environment else None for b in (first, second))
+    if pa and pb and pa != pb:
+        raise BaselineError(f"the two baselines were timed with different protocols ({pa!r} and {pb!r}); "
+                            "measure both again to compare them")
+    paired, only_first, only_second = pair_by_name(first, second)
+    ratios = [ProblemRatio(p.level, p.filename, p.first.headline_ms, p.second.headline_ms)
+              for p in paired if p.comparable]
+    only = [*only_first, *only_second, *(p.ref for p in paired if not p.comparable)]
+    return BaselineAgreement(tuple(ratios), tuple(sorted(only, key=ref_order)))
+
+
+# ---------------------------------------------------------------------------------------------- published
 #: What each cue means; a cue is evidence about one problem, attached only when the evidence was given.
 CUES = {
     "changed": "the problem's code differs between the two files' problem sets (hashes differ): "
@@ -186,7 +300,7 @@ class PublishedComparison:
     def largest(self, k: int = 10, include_changed: bool = True) -> list[PublishedRatio]:
         """The ``k`` problems the two files disagree on most (by factor, either way)."""
         pool = [*self.ratios, *(self.changed if include_changed else ())]
-        return sorted(pool, key=lambda r: (-r.spread, _ref_order(r.ref)))[:k]
+        return sorted(pool, key=lambda r: (-r.spread, ref_order(r.ref)))[:k]
 
     def cue_counts(self) -> dict[str, dict[str, Any]]:
         """Per cue: how many compared problems carry it and the median ratio with and without it."""
@@ -273,6 +387,33 @@ def _cues(ref: str, ratio: PublishedRatio, evidence: Evidence) -> tuple[str, ...
     return tuple(cues)
 
 
+def _check_comparable(ours: Baseline, theirs: Baseline, allow_other_gpu: bool) -> None:
+    """Refuse two GPU types, two problem sets, a file naming problems outside its set, nothing in common."""
+    fa, fb = gpu_family(ours.gpu_name), gpu_family(theirs.gpu_name)
+    if fa and fb and fa != fb and not allow_other_gpu:
+        raise BaselineError(f"the two baselines are for different GPUs ({fa} and {fb}); a ratio would compare "
+                            "the GPUs, not the measurements")
+    ours_refs, theirs_refs = set(ours.refs()), set(theirs.refs())
+    # A file that records no set (KernelBench's never do) is known by its problem names, where they are
+    # all of one set.
+    ours_name = ours.problem_set.name if ours.problem_set else guess_from_names(ours_refs)
+    theirs_name = theirs.problem_set.name if theirs.problem_set else guess_from_names(theirs_refs)
+    if ours_name and theirs_name and ours_name != theirs_name:
+        raise BaselineError(f"the two baselines were made on different problem sets ({ours_name} and "
+                            f"{theirs_name}); problems that share a name there are not the same problem")
+    named = ours_name or theirs_name
+    allowed = _set_refs(named) if named else None
+    if allowed is not None:
+        for side, refs in (("ours", ours_refs), ("theirs", theirs_refs)):
+            foreign = sorted(refs - allowed, key=ref_order)
+            if foreign:
+                raise BaselineError(f"baseline {side} names problems that are not in problem set {named}: "
+                                    f"{_first(foreign)}; it was made on another problem set")
+    if not ours_refs & theirs_refs:
+        raise BaselineError(f"the two baselines have no problem in common ({len(ours_refs)} and {len(theirs_refs)} "
+                            "problems, matched by level and file name)")
+
+
 def compare_with_published(ours: Baseline, theirs: Baseline, *, their_hashes: Mapping[str, str] | None = None,
                            evidence: Evidence | None = None, allow_other_gpu: bool = False) -> PublishedComparison:
     """Pair ``ours`` and ``theirs`` by level and file name and compute ours / theirs for each problem.
@@ -284,62 +425,28 @@ def compare_with_published(ours: Baseline, theirs: Baseline, *, their_hashes: Ma
     that are not in the other's set, and two files with no problem in common.
     """
     evidence = evidence or Evidence()
-    ours_gpu, theirs_gpu = ours.gpu_name, theirs.gpu_name
-    fa, fb = gpu_family(ours_gpu), gpu_family(theirs_gpu)
-    if fa and fb and fa != fb and not allow_other_gpu:
-        raise BaselineError(f"the two baselines are for different GPUs ({fa} and {fb}); a ratio would compare "
-                            "the GPUs, not the measurements")
-    ours_set = ours.problem_set
-    theirs_set = theirs.problem_set
-    ours_refs, theirs_refs = set(ours.refs()), set(theirs.refs())
-    # A file that records no set (KernelBench's never do) is known by its problem names, where they are
-    # all of one set.
-    ours_name = ours_set.name if ours_set else guess_from_names(ours_refs)
-    theirs_name = theirs_set.name if theirs_set else guess_from_names(theirs_refs)
-    if ours_name and theirs_name and ours_name != theirs_name:
-        raise BaselineError(f"the two baselines were made on different problem sets ({ours_name} and "
-                            f"{theirs_name}); problems that share a name there are not the same problem")
-    named = ours_name or theirs_name
-    allowed = _set_refs(named) if named else None
-    if allowed is not None:
-        for side, refs in (("ours", ours_refs), ("theirs", theirs_refs)):
-            foreign = sorted(refs - allowed, key=_ref_order)
-            if foreign:
-                raise BaselineError(f"baseline {side} names problems that are not in problem set {named}: "
-                                    f"{_first(foreign)}; it was made on another problem set")
-    common = ours_refs & theirs_refs
-    if not common:
-        raise BaselineError(f"the two baselines have no problem in common ({len(ours_refs)} and {len(theirs_refs)} "
-                            "problems, matched by level and file name)")
-    ours_hashes = dict(ours_set.hashes) if ours_set else {}
-    theirs_hashes = dict(their_hashes) if their_hashes is not None else (dict(theirs_set.hashes) if theirs_set else {})
+    _check_comparable(ours, theirs, allow_other_gpu)
+    paired, only_ours, only_theirs = pair_by_name(ours, theirs)
+    ours_hashes = dict(ours.problem_set.hashes) if ours.problem_set else {}
+    theirs_hashes = (dict(their_hashes) if their_hashes is not None
+                     else dict(theirs.problem_set.hashes) if theirs.problem_set else {})
     same: list[PublishedRatio] = []
     changed: list[PublishedRatio] = []
     notes: list[str] = []
-    for ref in sorted(common, key=_ref_order):
-        level_key, name = ref.split("/", 1)
-        level = int(level_key[5:])
-        a, b = ours.levels[level][name], theirs.levels[level][name]
-        x, y = a.headline_ms, b.headline_ms
-        if not (x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)):
-            notes.append(f"{ref}: no positive time on both sides ({x} and {y} ms); left out")
+    for p in paired:
+        if not p.comparable:
+            notes.append(f"{p.ref}: no positive time on both sides ({p.first.headline_ms} and "
+                         f"{p.second.headline_ms} ms); left out")
             continue
-        r = PublishedRatio(level, name, x, y, ours_mean_ms=a.mean, theirs_std_ms=b.std, theirs_min_ms=b.min,
-                           ours_hash=ours_hashes.get(ref), theirs_hash=theirs_hashes.get(ref))
-        r = replace(r, cues=_cues(ref, r, evidence))
+        r = PublishedRatio(p.level, p.filename, p.first.headline_ms, p.second.headline_ms,
+                           ours_mean_ms=p.first.mean, theirs_std_ms=p.second.std, theirs_min_ms=p.second.min,
+                           ours_hash=ours_hashes.get(p.ref), theirs_hash=theirs_hashes.get(p.ref))
+        r = replace(r, cues=_cues(p.ref, r, evidence))
         (changed if r.changed else same).append(r)
-    hashed = bool(common) and all(ours_hashes.get(ref) and theirs_hashes.get(ref) for ref in common)
+    hashed = all(ours_hashes.get(p.ref) and theirs_hashes.get(p.ref) for p in paired)
     return PublishedComparison(
-        ratios=tuple(same), changed=tuple(changed),
-        only_ours=tuple(sorted(ours_refs - theirs_refs, key=_ref_order)),
-        only_theirs=tuple(sorted(theirs_refs - ours_refs, key=_ref_order)),
-        ours_gpu=ours_gpu, theirs_gpu=theirs_gpu, hashes_checked=hashed, notes=tuple(notes))
-
-
-def _ref_order(ref: str) -> tuple[int, int, str]:
-    level_key, name = ref.split("/", 1)
-    head = name.split("_", 1)[0]
-    return (int(level_key[5:]), int(head) if head.isdigit() else 10**9, name)
+        ratios=tuple(same), changed=tuple(changed), only_ours=tuple(only_ours), only_theirs=tuple(only_theirs),
+        ours_gpu=ours.gpu_name, theirs_gpu=theirs.gpu_name, hashes_checked=hashed, notes=tuple(notes))
 
 
 def host_shares_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
