@@ -117,3 +117,73 @@ def test_an_error_reply_answers_any_command():
         reply, mem = p.decode_reply(p.encode_reply(err), cls)
         assert reply == err and not reply.ok and mem is None
     assert all(cls.ok for cls in p.REPLIES.values() if cls is not p.ErrorReply)
+
+
+# ------------------------------------------------------------------ real processes
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+def get_init_inputs():
+    return []
+'''
+
+#: A candidate that writes a reply of its own onto the worker's channel (its fd is on the command line),
+#: well framed but without two of an ExportReply's keys, before the worker answers the correctness run.
+FORGER = '''
+import json, os, socket, sys
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        fd = int(sys.argv[sys.argv.index("--fd") + 1])
+        header = json.dumps({"reply": "export", "cuda_mem": None, "tree": {"t": "tensor", "i": 0},
+                             "outputs": [], "_nblobs": 0}).encode()
+        sock = socket.socket(fileno=os.dup(fd))
+        sock.sendall(len(header).to_bytes(8, "big") + header)
+        return torch.relu(x)
+'''
+
+
+def test_a_worker_answers_a_malformed_command_with_a_protocol_error_and_goes_on():
+    from kernelbench.evaluation.parent import start_worker
+
+    w = start_worker("reference", "cpu", init=False)
+    try:
+        w.channel.send({"cmd": "run", "seed": 1, "fwd_seed": 2})
+        reply, _ = p.decode_reply(w.channel.recv(60)[0], p.DoneReply)
+        assert isinstance(reply, p.ErrorReply) and reply.where == "protocol" and reply.type == "ProtocolError"
+        assert "Run message: missing key(s) 'slot', 'poison'" in reply.message
+        w.channel.send({**p.encode_command(p.Init()), "verbose": True})
+        reply, _ = p.decode_reply(w.channel.recv(60)[0], p.InitReply)
+        assert isinstance(reply, p.ErrorReply) and "unknown key(s) 'verbose'" in reply.message
+        w.channel.send(p.encode_command(p.Init()))  # still serving: a well-formed command is answered
+        reply, _ = p.decode_reply(w.channel.recv(120)[0], p.InitReply)
+        assert isinstance(reply, p.InitReply) and reply.env["device"] == "cpu"
+        w.channel.send(p.encode_command(p.Exit()))
+        assert w.proc.wait(timeout=30) == 0
+    finally:
+        w.kill()
+
+
+def test_a_candidate_forging_a_malformed_reply_is_killed_and_fails_as_a_crash(tmp_path):
+    from kernelbench.evaluation import EvalJob, EvalSettings, evaluate
+    from kernelbench.problems import load_directory
+    from kernelbench.results import Stage
+
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_Relu.py").write_text(PROBLEM)
+    problem = load_directory(tmp_path).get(1, 1)
+    settings = EvalSettings(backend="torch", device="cpu", static_guard=False, correctness_trials=1)
+    result = evaluate(EvalJob(problem, FORGER, settings))
+    assert not result.correct and result.error is not None
+    assert (result.error.stage, result.error.type) == (Stage.CRASH, "WorkerDied")
+    assert "malformed message: ExportReply message: missing key(s) 'inputs', 'threads_started'" in result.error.message

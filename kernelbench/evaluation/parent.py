@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
-from kernelbench.evaluation import compile_cache, isolation
+from kernelbench.evaluation import compile_cache, isolation, protocol
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.compare import fingerprints_match
@@ -59,6 +60,7 @@ _COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "MLIR
 ResultCallback = Callable[[int, KernelResult], None]
 #: ``(job index, stage name, seconds)`` as each stage of a job finishes, for progress displays.
 StageCallback = Callable[[int, str, float], None]
+R = TypeVar("R", bound=protocol.Reply)
 
 
 class _StageTimes(dict):
@@ -79,8 +81,8 @@ class _StageTimes(dict):
 class WorkerFailed(Exception):
     """A worker answered a command with an error (the candidate's code raised, or the reference's)."""
 
-    def __init__(self, reply: dict):
-        super().__init__(reply.get("message", ""))
+    def __init__(self, reply: protocol.ErrorReply):
+        super().__init__(reply.message)
         self.reply = reply
 
 
@@ -122,25 +124,29 @@ class _Verdict:
 
 
 # ---------------------------------------------------------------------------- worker calls
-def _call(worker: WorkerProcess, msg: dict, timeout: float, stage: Stage, what: str,
-          blobs: Sequence[bytes] = ()) -> tuple[dict, list]:
+def _call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, stage: Stage,
+          what: str, blobs: Sequence[bytes] = ()) -> tuple[R, list]:
+    """Send ``command`` and read its reply, an ``expect``; a malformed reply counts as the worker dying."""
     try:
-        worker.channel.send(msg, blobs)
-        reply, out_blobs = worker.channel.recv(timeout)
+        worker.channel.send(protocol.encode_command(command), blobs)
+        header, out_blobs = worker.channel.recv(timeout)
+        reply, mem = protocol.decode_reply(header, expect)
     except ChannelTimeout:
         worker.kill()
         raise StageTimeout(stage, what, timeout) from None
-    except (ChannelClosed, ProtocolError, OSError):
+    except (ChannelClosed, ProtocolError, OSError) as e:
         try:
             worker.proc.wait(timeout=5)
         except Exception:
             worker.kill()
-        raise WorkerDied(what, worker.exit_description(), worker.output_tail()) from None
-    mem = reply.get("cuda_mem")
+        description = worker.exit_description()
+        if isinstance(e, ProtocolError):  # a worker that breaks the protocol is killed as if it had died
+            description += f"; it had sent a malformed message: {e}"
+        raise WorkerDied(what, description, worker.output_tail()) from None
     if mem and log.isEnabledFor(logging.DEBUG):
         log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
                   mem[0] / 2**30, mem[1] / 2**30)
-    if not reply.get("ok", False):
+    if isinstance(reply, protocol.ErrorReply):
         raise WorkerFailed(reply)
     return reply, out_blobs
 
@@ -175,14 +181,15 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
         raise ValueError("the reference worker runs trusted code only and is never confined")
     w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
     try:
-        msg, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
+        header, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
+        msg, _ = protocol.decode_reply(header, protocol.Ready)
     except (ChannelTimeout, ChannelClosed, ProtocolError):
         tail = w.output_tail()
         w.kill()
         raise RuntimeError(f"could not start a {role} worker on {device}: {w.exit_description()}\n{tail}") from None
-    if msg.get("event") != "ready":
+    if isinstance(msg, protocol.ErrorReply):
         w.kill()
-        raise RuntimeError(f"{role} worker on {device} failed to start: {msg.get('type')}: {msg.get('message')}")
+        raise RuntimeError(f"{role} worker on {device} failed to start: {msg.type}: {msg.message}")
     _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         _finish_init(w, _send_init(w))
@@ -190,24 +197,25 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
 
 
 def _send_init(w: WorkerProcess) -> float:
-    w.channel.send({"cmd": "init"})
+    w.channel.send(protocol.encode_command(protocol.Init()))
     return time.monotonic()
 
 
 def _finish_init(w: WorkerProcess, sent_at: float) -> None:
     remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
     try:
-        reply, _ = w.channel.recv(remaining)
+        header, _ = w.channel.recv(remaining)
+        reply, _ = protocol.decode_reply(header, protocol.InitReply)
     except (ChannelTimeout, ChannelClosed, ProtocolError):
         tail = w.output_tail()
         w.kill()
         raise RuntimeError(f"could not initialise a {w.role} worker on {w.device}: {w.exit_description()}\n{tail}") from None
-    if not reply.get("ok"):
+    if isinstance(reply, protocol.ErrorReply):
         w.kill()
-        raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.get('type')}: "
-                           f"{reply.get('message')}")
-    w.info = reply.get("env") or {}
-    w.preloaded = list(reply.get("preloaded") or [])
+        raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.type}: "
+                           f"{reply.message}")
+    w.info = reply.env or {}
+    w.preloaded = list(reply.preloaded or [])
 
 
 class _Spare:
@@ -363,13 +371,14 @@ class DeviceSession:
         self.drop_reference()
         worker = self.take_reference()
         tol = job.settings.tolerance
-        reply, _ = _call(worker, {"cmd": "setup", "code": job.problem.code, "precision": job.settings.precision,
-                                  "atol": tol.atol, "rtol": tol.rtol, "init_seed": INIT_SEED,
-                                  "probe_seed": probe_seed, "ieee_fp32": job.settings.ieee_fp32},
-                         job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
+        reply, _ = _call(worker, protocol.Setup(code=job.problem.code, precision=job.settings.precision,
+                                                atol=tol.atol, rtol=tol.rtol, init_seed=INIT_SEED,
+                                                probe_seed=probe_seed, ieee_fp32=job.settings.ieee_fp32,
+                                                compile_mode=None),
+                         protocol.SetupReply, job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
         self.reference, self.reference_key = worker, key
-        self.reference_info = {"stochastic": bool(reply.get("stochastic")),
-                               "nondeterministic": bool(reply.get("nondeterministic")), "env": worker.info}
+        self.reference_info = {"stochastic": bool(reply.stochastic),
+                               "nondeterministic": bool(reply.nondeterministic), "env": worker.info}
         return worker, self.reference_info
 
     def drop_reference(self) -> None:
@@ -411,18 +420,18 @@ INIT_SEED = 42
 
 
 # ---------------------------------------------------------------------------- one job
-def _stage_of(reply: dict, default: Stage) -> Stage:
-    where = reply.get("where")
-    if reply.get("type") in _COMPILE_ERROR_TYPES:
+def _stage_of(reply: protocol.ErrorReply, default: Stage) -> Stage:
+    where = reply.where
+    if reply.type in _COMPILE_ERROR_TYPES:
         return Stage.COMPILE
     mapping = {"load": Stage.LOAD, "compile": Stage.COMPILE, "init": Stage.INIT, "run": Stage.RUN,
                "time": Stage.TIMING, "profile": Stage.RUN, "launches": Stage.RUN}
     return mapping.get(where, default)
 
 
-def _findings_from(reply: dict) -> list[GuardFinding]:
+def _findings_from(reply: protocol.LoadReply | protocol.PatchReply) -> list[GuardFinding]:
     out = []
-    for f in reply.get("findings") or []:
+    for f in reply.findings or []:
         try:
             out.append(GuardFinding.model_validate(f))
         except Exception:
@@ -454,9 +463,9 @@ def confinement_for(mode: str, gpu: bool, allow_network: bool = False) -> Confin
     return Confinement(support.bwrap, allow_network, str(root))
 
 
-def _publish_after_exit(worker: WorkerProcess, reply: dict, job: EvalJob) -> None:
+def _publish_after_exit(worker: WorkerProcess, reply: protocol.LoadReply | protocol.ErrorReply, job: EvalJob) -> None:
     """Once the worker is gone, copy what it built into the extension cache (trusted code, hashed)."""
-    builds = reply.get("builds")
+    builds = reply.builds
     if not builds or not isinstance(builds, list):
         return
     scope, namespace = compile_cache.source_scope(job.candidate_source), job.settings.cache_namespace
@@ -468,17 +477,17 @@ def _publish_after_exit(worker: WorkerProcess, reply: dict, job: EvalJob) -> Non
     worker.after_exit = publish
 
 
-def _relayed(cand: WorkerProcess, reply: dict, where: str) -> dict:
+def _relayed(cand: WorkerProcess, reply: protocol.ExportReply, where: str) -> protocol.ExportReply:
     """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_outputs)."""
     try:
-        return {**reply, "outputs": cand.relay_outputs(reply.get("outputs")),
-                "inputs": cand.relay_outputs(reply.get("inputs"))}
+        return replace(reply, outputs=cand.relay_outputs(reply.outputs), inputs=cand.relay_outputs(reply.inputs))
     except (ValueError, OSError) as e:
-        raise WorkerFailed({"ok": False, "where": where, "type": "TransportError", "message": str(e)}) from None
+        raise WorkerFailed(protocol.ErrorReply(where=where, type="TransportError", message=str(e), traceback=None,
+                                               builds=None)) from None
 
 
-def _builds_log(reply: dict) -> str | None:
-    events = reply.get("builds") or []
+def _builds_log(reply: protocol.ErrorReply) -> str | None:
+    events = reply.builds or []
     parts = []
     for ev in events:
         if ev.get("failed"):
@@ -571,13 +580,14 @@ def _environment_from(info: dict | None, device: str) -> EnvironmentInfo:
     return EnvironmentInfo.model_validate(info)
 
 
-def _ref_call(worker: WorkerProcess, msg: dict, timeout: float, what: str, blobs: Sequence[bytes] = ()):
+def _ref_call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, what: str,
+              blobs: Sequence[bytes] = ()) -> tuple[R, list]:
     try:
-        return _call(worker, msg, timeout, Stage.CRASH, what, blobs)
+        return _call(worker, command, expect, timeout, Stage.CRASH, what, blobs)
     except WorkerFailed as e:
         r = e.reply
-        raise _ReferenceBroken(f"reference failed during {what}: {r.get('type')}: {r.get('message')}",
-                               r.get("traceback")) from None
+        raise _ReferenceBroken(f"reference failed during {what}: {r.type}: {r.message}",
+                               r.traceback) from None
     except (WorkerDied, StageTimeout) as e:
         raise _ReferenceBroken(f"reference worker failed during {what}: {e}") from None
 
@@ -608,8 +618,8 @@ def _run_job(session: DeviceSession, job: EvalJob, v: _Verdict) -> None:
         ref, ref_info = session.reference_for(job, seedlib.derive_seed(secret, "probe"))
     except WorkerFailed as e:
         r = e.reply
-        raise _ReferenceBroken(f"the reference could not be set up: {r.get('type')}: {r.get('message')}",
-                               r.get("traceback"), before_candidate=True) from None
+        raise _ReferenceBroken(f"the reference could not be set up: {r.type}: {r.message}",
+                               r.traceback, before_candidate=True) from None
     except (WorkerDied, StageTimeout, RuntimeError) as e:
         raise _ReferenceBroken(f"the reference could not be set up: {e}", before_candidate=True) from None
     v.environment = _environment_from(ref_info.get("env"), session.device)
@@ -637,12 +647,12 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     # ---- load: import the candidate (building its kernels) and construct ModelNew
     t0 = time.monotonic()
     try:
-        reply, _ = _call(cand, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
-                                "backend": s.backend, "precision": s.precision, "init_seed": INIT_SEED,
-                                "eval_mode": eval_mode, "cache_namespace": s.cache_namespace,
-                                "cache_scope": compile_cache.source_scope(job.candidate_source),
-                                "ieee_fp32": s.ieee_fp32},
-                         s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
+        reply, _ = _call(cand, protocol.Load(problem_code=job.problem.code, source=job.candidate_source,
+                                             backend=s.backend, precision=s.precision, init_seed=INIT_SEED,
+                                             eval_mode=eval_mode, cache_namespace=s.cache_namespace,
+                                             cache_scope=compile_cache.source_scope(job.candidate_source),
+                                             ieee_fp32=s.ieee_fp32),
+                         protocol.LoadReply, s.compile_timeout_s, Stage.COMPILE, "candidate import and compilation")
         _publish_after_exit(cand, reply, job)
     except WorkerFailed as e:
         r = e.reply
@@ -650,15 +660,15 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         stage = _stage_of(r, Stage.LOAD)
         v.compiled = stage == Stage.INIT
         v.compile_log = _builds_log(r) if stage == Stage.COMPILE else None
-        v.fail(stage, str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        v.fail(stage, str(r.type), str(r.message), r.traceback)
         return
     finally:
         v.stage_times["load"] = time.monotonic() - t0
     v.compiled = True
     v.findings.extend(_findings_from(reply))
-    if reply.get("threads_started", 0) > 0:
+    if reply.threads_started > 0:
         v.findings.append(GuardFinding(rule="thread-started", severity="warning", origin="runtime",
-                                       message=f"importing the candidate started {reply['threads_started']} thread(s)"))
+                                       message=f"importing the candidate started {reply.threads_started} thread(s)"))
     if any(f.severity == "error" for f in v.findings):
         v.fail(Stage.GUARD, "RuntimeGuard", "; ".join(f.message for f in v.findings if f.severity == "error"))
         return
@@ -670,36 +680,36 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     for k in range(s.correctness_trials):
         seed = seedlib.derive_seed(secret, "correct", k)
         fwd = seedlib.derive_seed(secret, "forward", k)
-        _ref_call(ref, {"cmd": "run", "seed": seed, "fwd_seed": fwd, "slot": k}, s.stage_timeout_s,
-                  f"reference run of trial {k + 1}")
+        _ref_call(ref, protocol.Run(seed=seed, fwd_seed=fwd, slot=k, poison=False), protocol.DoneReply,
+                  s.stage_timeout_s, f"reference run of trial {k + 1}")
         try:
-            creply, cblobs = _call(cand, {"cmd": "run", "seed": seed, "fwd_seed": fwd, "poison": True},
-                                   s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
+            creply, cblobs = _call(cand, protocol.Run(seed=seed, fwd_seed=fwd, slot=None, poison=True),
+                                   protocol.ExportReply, s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
             creply = _relayed(cand, creply, "run")
         except WorkerFailed as e:
             r = e.reply
             stage = _stage_of(r, Stage.RUN)
             if stage == Stage.COMPILE:
                 v.compiled = False
-            v.fail(stage, str(r.get("type")), str(r.get("message")), r.get("traceback"))
+            v.fail(stage, str(r.type), str(r.message), r.traceback)
             detail.trials_run = k + 1
             return
         detail.trials_run = k + 1
-        comp, _ = _ref_call(ref, {"cmd": "compare", "slot": k, "tree": creply.get("tree"),
-                                  "outputs": creply.get("outputs"), "inputs": creply.get("inputs")},
-                            s.stage_timeout_s, f"comparison of trial {k + 1}", cblobs)
-        _call(cand, {"cmd": "release"}, s.stage_timeout_s, Stage.RUN, "release")
-        if comp.get("max_abs") is not None:
-            detail.max_abs_error = max(detail.max_abs_error or 0.0, float(comp["max_abs"]))
-            detail.max_rel_error = max(detail.max_rel_error or 0.0, float(comp.get("max_rel") or 0.0))
-        if creply.get("threads_started", 0) > 0:
+        comp, _ = _ref_call(ref, protocol.Compare(slot=k, tree=creply.tree, outputs=creply.outputs,
+                                                  inputs=creply.inputs),
+                            protocol.CompareReply, s.stage_timeout_s, f"comparison of trial {k + 1}", cblobs)
+        _call(cand, protocol.Release(), protocol.DoneReply, s.stage_timeout_s, Stage.RUN, "release")
+        if comp.max_abs is not None:
+            detail.max_abs_error = max(detail.max_abs_error or 0.0, float(comp.max_abs))
+            detail.max_rel_error = max(detail.max_rel_error or 0.0, float(comp.max_rel or 0.0))
+        if creply.threads_started > 0:
             v.findings.append(GuardFinding(
                 rule="thread-running", severity="warning", origin="runtime",
-                message=f"{creply['threads_started']} extra thread(s) alive after forward returned; "
+                message=f"{creply.threads_started} extra thread(s) alive after forward returned; "
                         "outputs were snapshotted at return"))
-        if not comp.get("passed"):
-            detail.first_failure = f"trial {k + 1}: {comp.get('reason')}"
-            v.fail(Stage.CORRECTNESS, "InputsModified" if comp.get("inputs_modified") else "WrongOutput",
+        if not comp.passed:
+            detail.first_failure = f"trial {k + 1}: {comp.reason}"
+            v.fail(Stage.CORRECTNESS, "InputsModified" if comp.inputs_modified else "WrongOutput",
                    detail.first_failure)
             return
         detail.trials_passed = k + 1
@@ -721,7 +731,7 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
                 _time(job, v, ref, cand, secret)
         except WorkerFailed as e:
             r = e.reply
-            v.fail(_stage_of(r, Stage.TIMING), str(r.get("type")), str(r.get("message")), r.get("traceback"))
+            v.fail(_stage_of(r, Stage.TIMING), str(r.type), str(r.message), r.traceback)
         v.stage_times["timing"] = time.monotonic() - t0
         session.allow_gpu_init()
         if v.error is not None:
@@ -735,26 +745,26 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
     fwd = seedlib.derive_seed(secret, "forward-profile")
     try:
         if session.is_cuda:
-            prof, _ = _call(cand, {"cmd": "profile", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
-                            Stage.RUN, "profiled run")
-            report = rt.classify_launches(prof.get("kernels") or [], own, prof.get("marker_stream"))
+            prof, _ = _call(cand, protocol.Profile(seed=seed, fwd_seed=fwd), protocol.ProfileReply,
+                            s.stage_timeout_s, Stage.RUN, "profiled run")
+            report = rt.classify_launches(prof.kernels or [], own, prof.marker_stream)
             v.findings.extend(rt.launch_findings(report, s.backend))
             v.own_kernel_share = report.own_share
-            host_us, busy_us = prof.get("host_enqueue_us"), prof.get("gpu_busy_us")
+            host_us, busy_us = prof.host_enqueue_us, prof.gpu_busy_us
             if isinstance(host_us, (int, float)) and isinstance(busy_us, (int, float)):
                 v.host_share = host_share(float(host_us), float(busy_us))
             v.findings.extend(rt.output_provenance_findings(prof, report))
         elif s.backend == "triton":
-            lr, _ = _call(cand, {"cmd": "launches", "seed": seed, "fwd_seed": fwd}, s.stage_timeout_s,
-                          Stage.RUN, "launch count")
-            launches = lr.get("launches") or {}
+            lr, _ = _call(cand, protocol.Launches(seed=seed, fwd_seed=fwd), protocol.LaunchesReply,
+                          s.stage_timeout_s, Stage.RUN, "launch count")
+            launches = lr.launches or {}
             kernels = [{"name": n, "stream": None, "dur_us": 0.0} for n, c in launches.items() if c]
             report = rt.classify_launches(kernels, own or set(launches), None)
             v.findings.extend(rt.launch_findings(report, s.backend))
             v.findings.extend(rt.output_provenance_findings(lr, report))
     except WorkerFailed as e:
         r = e.reply
-        v.fail(_stage_of(r, Stage.RUN), str(r.get("type")), str(r.get("message")), r.get("traceback"))
+        v.fail(_stage_of(r, Stage.RUN), str(r.type), str(r.message), r.traceback)
         return
     v.stage_times["launch_trace"] = time.monotonic() - t0
     if any(f.severity == "error" for f in v.findings):
@@ -762,8 +772,8 @@ def _run_candidate(session: DeviceSession, job: EvalJob, v: _Verdict, ref: Worke
         return
 
     # ---- anything patched while running?
-    pr, _ = _call(cand, {"cmd": "check_patches", "when": "while running"}, s.stage_timeout_s, Stage.RUN,
-                  "patch check")
+    pr, _ = _call(cand, protocol.CheckPatches(when="while running"), protocol.PatchReply, s.stage_timeout_s,
+                  Stage.RUN, "patch check")
     late = _findings_from(pr)
     v.findings.extend(late)
     if any(f.severity == "error" for f in late):
@@ -778,11 +788,11 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
     warm = {}
     for side, w in (("reference", ref), ("candidate", cand)):
         call = _ref_call if side == "reference" else (
-            lambda w, m, t, what: _call(w, m, t, Stage.TIMING, what))
-        reply, _ = call(w, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wfwd, "warmup": True}, limit,
-                        f"{side} warm-up")
+            lambda w, m, e, t, what: _call(w, m, e, t, Stage.TIMING, what))
+        reply, _ = call(w, protocol.Time(seeds=wseeds, fwd_seeds=wfwd, warmup=True, fingerprint=False),
+                        protocol.TimeReply, limit, f"{side} warm-up")
         warm[side] = reply
-    per_call = max(warm[k]["wall_s"] / max(1, warm[k]["calls"]) for k in warm)
+    per_call = max(warm[k].wall_s / max(1, warm[k].calls) for k in warm)
     n = block_size(per_call)
     rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
                     max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
@@ -796,17 +806,17 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
         fwds = [seedlib.derive_seed(secret, "time-forward", rounds, i) for i in range(n)]
         replies = {}
         for side in block_order(rounds):
-            msg = {"cmd": "time", "seeds": seeds, "fwd_seeds": fwds, "fingerprint": True}
+            msg = protocol.Time(seeds=seeds, fwd_seeds=fwds, warmup=False, fingerprint=True)
             if side == "reference":
-                reply, _ = _ref_call(ref, msg, limit, "reference timing")
+                reply, _ = _ref_call(ref, msg, protocol.TimeReply, limit, "reference timing")
             else:
-                reply, _ = _call(cand, msg, limit, Stage.TIMING, "candidate timing")
+                reply, _ = _call(cand, msg, protocol.TimeReply, limit, Stage.TIMING, "candidate timing")
             replies[side] = reply
-            samples[side].extend(float(x) for x in reply["times_ms"])
-            drained[side].extend(float(x) for x in reply["drained_ms"])
-            spent[side] += float(reply["wall_s"])
-        rfp, rb, cfp = replies["reference"]["fingerprints"], replies["reference"]["bounds"], \
-            replies["candidate"]["fingerprints"]
+            samples[side].extend(float(x) for x in reply.times_ms)
+            drained[side].extend(float(x) for x in reply.drained_ms)
+            spent[side] += float(reply.wall_s)
+        rfp, rb, cfp = replies["reference"].fingerprints, replies["reference"].bounds, \
+            replies["candidate"].fingerprints
         for i in range(min(len(rfp), len(cfp))):
             if not fingerprints_match(cfp[i], rfp[i], rb[i]):
                 v.fail(Stage.TIMING, "TimedOutputMismatch",
@@ -822,15 +832,16 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
         if stop:
             break
     # The very last timed call is also checked element by element.
-    exp, eblobs = _call(cand, {"cmd": "export_last"}, s.stage_timeout_s, Stage.TIMING, "export of the last timed output")
+    exp, eblobs = _call(cand, protocol.ExportLast(), protocol.ExportReply, s.stage_timeout_s, Stage.TIMING,
+                        "export of the last timed output")
     exp = _relayed(cand, exp, "time")
-    comp, _ = _ref_call(ref, {"cmd": "compare", "slot": "last", "tree": exp.get("tree"), "outputs": exp.get("outputs"),
-                              "inputs": exp.get("inputs")}, s.stage_timeout_s, "check of the last timed output", eblobs)
-    _call(cand, {"cmd": "release"}, s.stage_timeout_s, Stage.TIMING, "release")
+    comp, _ = _ref_call(ref, protocol.Compare(slot="last", tree=exp.tree, outputs=exp.outputs, inputs=exp.inputs),
+                        protocol.CompareReply, s.stage_timeout_s, "check of the last timed output", eblobs)
+    _call(cand, protocol.Release(), protocol.DoneReply, s.stage_timeout_s, Stage.TIMING, "release")
     if v.correctness is not None:
         v.correctness.timed_outputs_checked = len(samples["candidate"])
-    if not comp.get("passed"):
-        v.fail(Stage.TIMING, "TimedOutputMismatch", f"the last timed output is wrong: {comp.get('reason')}")
+    if not comp.passed:
+        v.fail(Stage.TIMING, "TimedOutputMismatch", f"the last timed output is wrong: {comp.reason}")
         return
     suspicious, excess = side_stream_gap_suspicious(samples["candidate"], drained["candidate"],
                                                     samples["reference"], drained["reference"])
@@ -841,9 +852,9 @@ def _time(job: EvalJob, v: _Verdict, ref: WorkerProcess, cand: WorkerProcess, se
                     "on another stream or thread"))
         v.fail(Stage.GUARD, "RuntimeGuard", v.findings[-1].message)
         return
-    v.runtime = TimingStats(samples_ms=samples["candidate"], warmup_calls=int(warm["candidate"]["calls"]),
+    v.runtime = TimingStats(samples_ms=samples["candidate"], warmup_calls=int(warm["candidate"].calls),
                             block_calls=n)
-    v.ref_runtime = TimingStats(samples_ms=samples["reference"], warmup_calls=int(warm["reference"]["calls"]),
+    v.ref_runtime = TimingStats(samples_ms=samples["reference"], warmup_calls=int(warm["reference"].calls),
                                 block_calls=n)
     v.timing_note = f"{len(samples['candidate'])} timed calls per side in {rounds} rounds; stopped: {stop_reason}"
 
@@ -872,15 +883,15 @@ class ReferenceTiming:
     compile_cache: dict[str, int] | None = None
 
 
-def reference_setup_message(problem, mode: str, settings: EvalSettings, secret: bytes) -> dict:
+def reference_setup_message(problem, mode: str, settings: EvalSettings, secret: bytes) -> protocol.Setup:
     """The reference worker's ``setup`` for one baseline mode: builds (and, for compile modes, compiles) Model.
 
     Shared by the timed measurement and the compile warm-up, which must compile the very same graph.
     """
     tol = settings.tolerance
-    return {"cmd": "setup", "code": problem.code, "precision": settings.precision, "atol": tol.atol,
-            "rtol": tol.rtol, "init_seed": INIT_SEED, "probe_seed": seedlib.derive_seed(secret, "probe"),
-            "compile_mode": COMPILE_MODES[mode], "ieee_fp32": settings.ieee_fp32}
+    return protocol.Setup(code=problem.code, precision=settings.precision, atol=tol.atol, rtol=tol.rtol,
+                          init_seed=INIT_SEED, probe_seed=seedlib.derive_seed(secret, "probe"),
+                          ieee_fp32=settings.ieee_fp32, compile_mode=COMPILE_MODES[mode])
 
 
 def measure_reference(session: DeviceSession, problem, mode: str = "eager",
@@ -904,32 +915,34 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
     worker = session.take_reference(replace=start_next)
     try:
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
-        setup, _ = _ref_call(worker, reference_setup_message(problem, mode, s, secret), setup_timeout, f"{mode} setup")
+        setup, _ = _ref_call(worker, reference_setup_message(problem, mode, s, secret), protocol.SetupReply,
+                             setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
         session.quiesce()
         with pinned(session.cores, session.slot, worker.main_pid, None):
             limit = s.stage_timeout_s + s.timing_budget_s * 2
             wseeds = [seedlib.derive_seed(secret, "warm", i) for i in range(4)]
-            warm, _ = _ref_call(worker, {"cmd": "time", "seeds": wseeds, "fwd_seeds": wseeds, "warmup": True}, limit,
-                                f"{mode} warm-up")
-            n = block_size(warm["wall_s"] / max(1, warm["calls"]))
+            warm, _ = _ref_call(worker, protocol.Time(seeds=wseeds, fwd_seeds=wseeds, warmup=True, fingerprint=False),
+                                protocol.TimeReply, limit, f"{mode} warm-up")
+            n = block_size(warm.wall_s / max(1, warm.calls))
             rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
             samples: list[float] = []
             spent = 0.0
             rounds = 0
             while True:
                 seeds = [seedlib.derive_seed(secret, "time", rounds, i) for i in range(n)]
-                reply, _ = _ref_call(worker, {"cmd": "time", "seeds": seeds, "fwd_seeds": seeds}, limit, f"{mode} timing")
-                samples.extend(float(x) for x in reply["times_ms"])
-                spent += float(reply["wall_s"])
+                reply, _ = _ref_call(worker, protocol.Time(seeds=seeds, fwd_seeds=seeds, warmup=False, fingerprint=False),
+                                     protocol.TimeReply, limit, f"{mode} timing")
+                samples.extend(float(x) for x in reply.times_ms)
+                spent += float(reply.wall_s)
                 rounds += 1
                 stop, why = should_stop(rule, samples, samples, spent, spent)
                 if stop:
                     break
-        return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=samples, warmup_calls=int(warm["calls"])),
+        return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=samples, warmup_calls=int(warm.calls)),
                                environment=_environment_from(worker.info, session.device),
                                note=f"{len(samples)} timed calls in {rounds} rounds; stopped: {why}", setup_s=setup_s,
-                               compile_s=setup.get("compile_s"), compile_cache=setup.get("compile_cache") or None)
+                               compile_s=setup.compile_s, compile_cache=setup.compile_cache or None)
     finally:
         worker.close()
         session.allow_gpu_init()
@@ -988,32 +1001,39 @@ def visible_devices() -> list[str]:
 
 
 def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None = None,
-                 stop: _BatchStop | None = None) -> dict:
+                 stop: _BatchStop | None = None) -> protocol.LoadReply | protocol.ErrorReply:
     """Import a CUDA candidate once on the CPU so its extension is in the cache before the GPU needs it."""
     w = None
     try:
         if stop is not None and stop.is_set():
-            return {"ok": False, "message": "the batch was interrupted"}
+            return _compile_error("the batch was interrupted")
         w = start_worker("compile", "cuda:0", job.settings.backend, arch, init=False, confinement=confinement)
         if stop is not None:
             stop.track(w)
-        reply, _ = _call(w, {"cmd": "load", "problem_code": job.problem.code, "source": job.candidate_source,
-                             "backend": job.settings.backend, "precision": job.settings.precision,
-                             "init_seed": 0, "cache_namespace": job.settings.cache_namespace,
-                             "cache_scope": compile_cache.source_scope(job.candidate_source)},
-                         job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
+        # ieee_fp32 and eval_mode as the compile worker has always had them: off (it builds, it never runs).
+        reply, _ = _call(w, protocol.Load(problem_code=job.problem.code, source=job.candidate_source,
+                                          backend=job.settings.backend, precision=job.settings.precision,
+                                          init_seed=0, eval_mode=False, cache_namespace=job.settings.cache_namespace,
+                                          cache_scope=compile_cache.source_scope(job.candidate_source),
+                                          ieee_fp32=False),
+                         protocol.LoadReply, job.settings.compile_timeout_s, Stage.COMPILE, "compilation")
         _publish_after_exit(w, reply, job)
         return reply
     except WorkerFailed as e:
         _publish_after_exit(w, e.reply, job)
         return e.reply
     except Exception as e:
-        return {"ok": False, "message": str(e)}
+        return _compile_error(str(e))
     finally:
         if w is not None:
             w.kill()
             if stop is not None:
                 stop.untrack(w)
+
+
+def _compile_error(message: str) -> protocol.ErrorReply:
+    """A build ahead that never reached a worker's reply (nothing reads more than ``ok`` of it)."""
+    return protocol.ErrorReply(where="compile", type="CompileAheadFailed", message=message, traceback=None, builds=None)
 
 
 class _BatchStop:

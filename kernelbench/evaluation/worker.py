@@ -25,6 +25,8 @@ import time
 import traceback
 from typing import Any
 
+from kernelbench.evaluation import protocol
+
 # Bound before candidate code can run: replacing time.perf_counter later does not affect us.
 _perf_counter = time.perf_counter
 _active_count = threading.active_count
@@ -52,7 +54,7 @@ class _WallEvent:
         pass
 
 
-def _error_reply(e: BaseException, where: str) -> dict:
+def _error_reply(e: BaseException, where: str, builds: list | None = None) -> protocol.ErrorReply:
     try:
         message = str(e)
     except Exception:
@@ -61,7 +63,7 @@ def _error_reply(e: BaseException, where: str) -> dict:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     except Exception:
         tb = None
-    return {"ok": False, "where": where, "type": type(e).__name__, "message": message, "traceback": tb}
+    return protocol.ErrorReply(where=where, type=type(e).__name__, message=message, traceback=tb, builds=builds)
 
 
 #: Set to "1" in a reference worker's environment to import :data:`COMPILER_MODULES` at start.
@@ -121,7 +123,7 @@ class Worker:
         self.transport = transport
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
 
-    def cmd_init(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_init(self, cmd: protocol.Init, blobs: list) -> tuple[protocol.Reply, list]:
         """Create the CUDA context. Separate from process start so the parent can keep spare workers
         importing torch at any time but touching the GPU only when nothing is being timed."""
         torch = self.torch
@@ -145,7 +147,7 @@ class Worker:
             self._event_sync = _WallEvent.synchronize
             self.stream = None
         self.initialized = True
-        return {"ok": True, "env": self.environment(), "preloaded": self.preloaded}, []
+        return protocol.InitReply(env=self.environment(), preloaded=self.preloaded), []
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
@@ -286,21 +288,21 @@ class Worker:
         self.exported = (plain, in_tensors, output, inputs)
         return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
 
-    def _received(self, msg: dict, blobs: list):
-        outs = self.transport.decode_tensors(msg.get("outputs"), blobs, self.device)
-        ins = self.transport.decode_tensors(msg.get("inputs"), blobs, self.device)
+    def _received(self, cmd: protocol.Compare, blobs: list):
+        outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device)
+        ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device)
         return outs, ins
 
     # ------------------------------------------------------------------ commands
-    def cmd_setup(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
         """Reference: build Model and find out whether its forward is random."""
-        self.precision = msg["precision"]
-        self.atol, self.rtol = float(msg["atol"]), float(msg["rtol"])
-        self._set_fp32_math(bool(msg.get("ieee_fp32")))
-        self.problem = self.inputs.load_module(msg["code"], "kb_problem", "<problem>")
+        self.precision = cmd.precision
+        self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
+        self._set_fp32_math(bool(cmd.ieee_fp32))
+        self.problem = self.inputs.load_module(cmd.code, "kb_problem", "<problem>")
         self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
-                                             int(msg["init_seed"]), self.device, self.precision)
-        mode = msg.get("compile_mode")
+                                             int(cmd.init_seed), self.device, self.precision)
+        mode = cmd.compile_mode
         if mode:
             # Baselines: the same reference under torch.compile (compiled lazily, at the first call).
             if mode == "cudagraphs":
@@ -309,9 +311,9 @@ class Worker:
                 self.model = self.torch.compile(self.model, mode=mode)
         stochastic = nondeterministic = False
         first_call_s = None
-        if msg.get("probe_seed") is not None and isinstance(self.model, self.torch.nn.Module):
+        if cmd.probe_seed is not None and isinstance(self.model, self.torch.nn.Module):
             state = {k: v.clone() for k, v in self.model.state_dict().items()}
-            x = self._make_inputs(int(msg["probe_seed"]))
+            x = self._make_inputs(int(cmd.probe_seed))
             # CUDA-graph replays write their outputs into memory the next replay reuses: keep copies.
             keep = self._cloned if mode in GRAPH_REPLAY_MODES else (lambda out: out)
             t0 = _perf_counter()
@@ -330,11 +332,10 @@ class Worker:
             self.model.load_state_dict(state)
             del a, b, x, state
             self._release_cached_memory()
-        reply = {"ok": True, "stochastic": stochastic, "nondeterministic": nondeterministic}
-        if mode and first_call_s is not None:
-            reply["compile_s"] = first_call_s
-            reply["compile_cache"] = self._compile_cache_counters()
-        return reply, []
+        compiled = bool(mode and first_call_s is not None)
+        return protocol.SetupReply(stochastic=stochastic, nondeterministic=nondeterministic,
+                                   compile_s=first_call_s if compiled else None,
+                                   compile_cache=self._compile_cache_counters() if compiled else None), []
 
     def _cloned(self, out):
         tree, leaves = self.transport.flatten(out)
@@ -348,63 +349,59 @@ class Worker:
             return {}
         return {k: int(v) for k, v in counters["inductor"].items() if "cache" in k}
 
-    def cmd_load(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_load(self, cmd: protocol.Load, blobs: list) -> tuple[protocol.Reply, list]:
         """Candidate or compile worker: import the candidate (building its kernels) and build ModelNew."""
         from kernelbench.evaluation import compile_cache
         from kernelbench.evaluation.guards import runtime as rt
 
-        self.precision = msg["precision"]
-        self._set_fp32_math(bool(msg.get("ieee_fp32")))
-        self.problem = self.inputs.load_module(msg["problem_code"], "kb_problem", "<problem>")
+        self.precision = cmd.precision
+        self._set_fp32_math(bool(cmd.ieee_fp32))
+        self.problem = self.inputs.load_module(cmd.problem_code, "kb_problem", "<problem>")
         if self.role in ("candidate", "compile"):
-            compile_cache.set_namespace(msg.get("cache_namespace"))
-            compile_cache.set_scope(msg.get("cache_scope"))
+            compile_cache.set_namespace(cmd.cache_namespace)
+            compile_cache.set_scope(cmd.cache_scope)
             compile_cache.install()
-        if not self.is_cuda and msg.get("backend") == "triton":
+        if not self.is_cuda and cmd.backend == "triton":
             self._count_interpreter_launches()
-        if self.role == "candidate" and msg.get("backend") == "triton":
+        if self.role == "candidate" and cmd.backend == "triton":
             self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
         self.snapshot = rt.PatchSnapshot.take()
         self.threads_before = _active_count()
         t0 = _perf_counter()
         stage = "load"
         try:
-            cand = self.inputs.load_module(msg["source"], "kb_candidate", "<candidate>")
+            cand = self.inputs.load_module(cmd.source, "kb_candidate", "<candidate>")
         except BaseException as e:
             failed_build = any(ev.get("failed") for ev in compile_cache.BUILD_EVENTS)
-            reply = _error_reply(e, "compile" if failed_build else "load")
-            reply["builds"] = compile_cache.BUILD_EVENTS
-            return reply, []
+            return _error_reply(e, "compile" if failed_build else "load", compile_cache.BUILD_EVENTS), []
         import_s = _perf_counter() - t0
         builds = list(compile_cache.BUILD_EVENTS)
         if self.role == "compile":
-            return {"ok": True, "import_s": import_s, "builds": builds}, []
+            return protocol.LoadReply(import_s=import_s, builds=builds, threads_started=0, findings=[]), []
         model_cls = getattr(cand, "ModelNew", None)
         if not isinstance(model_cls, type):
             what = "is not a class" if model_cls is not None else "is not defined"
-            return {"ok": False, "where": stage, "type": "MissingModelNew",
-                    "message": f"the candidate's ModelNew {what}", "builds": builds}, []
+            return protocol.ErrorReply(where=stage, type="MissingModelNew", message=f"the candidate's ModelNew {what}",
+                                       traceback=None, builds=builds), []
         try:
-            self.model = self.inputs.build_model(model_cls, self.problem.get_init_inputs, int(msg["init_seed"]),
+            self.model = self.inputs.build_model(model_cls, self.problem.get_init_inputs, int(cmd.init_seed),
                                                  self.device, self.precision)
-            if msg.get("eval_mode") and isinstance(self.model, self.torch.nn.Module):
+            if cmd.eval_mode and isinstance(self.model, self.torch.nn.Module):
                 self.model.eval()
         except BaseException as e:
-            reply = _error_reply(e, "init")
-            reply["builds"] = builds
-            return reply, []
+            return _error_reply(e, "init", builds), []
         findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), "at import")
         threads = _active_count() - self.threads_before
-        return {"ok": True, "import_s": import_s, "builds": builds, "threads_started": threads,
-                "findings": [f.model_dump() for f in findings]}, []
+        return protocol.LoadReply(import_s=import_s, builds=builds, threads_started=threads,
+                                  findings=[f.model_dump() for f in findings]), []
 
-    def cmd_run(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_run(self, cmd: protocol.Run, blobs: list) -> tuple[protocol.Reply, list]:
         """One correctness trial on fresh inputs from ``seed``."""
-        x = self._make_inputs(int(msg["seed"]))
+        x = self._make_inputs(int(cmd.seed))
         if self.role == "candidate":
-            if self.is_cuda and msg.get("poison"):
+            if self.is_cuda and cmd.poison:
                 self._poison(x)
-            out = self._forward(x, int(msg["fwd_seed"]))
+            out = self._forward(x, int(cmd.fwd_seed))
             # Snapshot what exists when forward returns, in stream order: work finished later by a
             # thread or another stream does not count.
             tree, leaves = self.transport.flatten(out)
@@ -413,23 +410,23 @@ class Worker:
                 self._sync()
             threads = _active_count() - self.threads_before
             payload, out_blobs = self._export(_rebuild(tree, snap), x, staged=True)
-            payload.update({"ok": True, "threads_started": threads})
-            return payload, out_blobs
-        out = self._forward(x, int(msg["fwd_seed"]))
+            return protocol.ExportReply(**payload, threads_started=threads), out_blobs
+        out = self._forward(x, int(cmd.fwd_seed))
         if self.is_cuda:
             self._sync()
-        self.slots[str(msg["slot"])] = (x, out)
-        return {"ok": True}, []
+        self.slots[str(cmd.slot)] = (x, out)
+        return protocol.DoneReply(), []
 
-    def cmd_compare(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_compare(self, cmd: protocol.Compare, blobs: list) -> tuple[protocol.Reply, list]:
         """Reference: compare a candidate's exported outputs with the slot's reference outputs."""
-        key = str(msg["slot"])
+        key = str(cmd.slot)
         x, ref_out = self.slots[key] if key != "last" else self.last
         try:
-            outs, ins = self._received(msg, blobs)
+            outs, ins = self._received(cmd, blobs)
         except Exception as e:
-            return {"ok": True, "passed": False, "reason": f"could not read the candidate's outputs: {e}"}, []
-        comp = self.compare.compare_outputs(msg.get("tree"), outs.tensors, ref_out, self.atol, self.rtol)
+            return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
+                                         max_abs=None, max_rel=None, inputs_modified=False), []
+        comp = self.compare.compare_outputs(cmd.tree, outs.tensors, ref_out, self.atol, self.rtol)
         ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
         modified = None
         if len(ins.tensors) != len(ref_inputs):
@@ -444,29 +441,29 @@ class Worker:
         del outs, ins
         if key != "last":
             self.slots.pop(key, None)
-        return {"ok": True, "passed": comp.ok and modified is None, "reason": comp.reason or modified,
-                "max_abs": comp.max_abs_error, "max_rel": comp.max_rel_error,
-                "inputs_modified": modified is not None}, []
+        return protocol.CompareReply(passed=comp.ok and modified is None, reason=comp.reason or modified,
+                                     max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
+                                     inputs_modified=modified is not None), []
 
-    def cmd_release(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
         self._collect_cycles()
         if self.is_cuda:
             self._sync()
             # Blocks shared over CUDA IPC stay alive until collected, even after the reader let go.
             self.torch.cuda.ipc_collect()
-        return {"ok": True}, []
+        return protocol.DoneReply(), []
 
-    def cmd_time(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_time(self, cmd: protocol.Time, blobs: list) -> tuple[protocol.Reply, list]:
         """Time calls on fresh inputs per call, flushing L2 before each, all streams drained after.
 
         Each call's start event is queued behind the launch cushion, so it measures the forward, not
         how late the host was to launch it."""
         torch = self.torch
-        seeds = [int(s) for s in msg["seeds"]]
-        fwd_seeds = [int(s) for s in msg["fwd_seeds"]]
-        warmup = bool(msg.get("warmup"))
-        want_fp = bool(msg.get("fingerprint"))
+        seeds = [int(s) for s in cmd.seeds]
+        fwd_seeds = [int(s) for s in cmd.fwd_seeds]
+        warmup = bool(cmd.warmup)
+        want_fp = bool(cmd.fingerprint)
         # Both roles compute the bounds (only the reference's are used): the work between two timed
         # calls must be the same on both sides, or the GPU arrives at each timed call in a different
         # state (on the H100 short memory-bound problems timed up to 9% apart with identical code).
@@ -522,25 +519,24 @@ class Worker:
                 break
         wall = _perf_counter() - t_start
         self.last = (x, out)
-        return {"ok": True, "times_ms": times, "drained_ms": drained, "wall_s": wall, "calls": i,
-                "fingerprints": fps, "bounds": bounds, "threads_started": _active_count() - self.threads_before}, []
+        return protocol.TimeReply(times_ms=times, drained_ms=drained, wall_s=wall, calls=i, fingerprints=fps,
+                                  bounds=bounds, threads_started=_active_count() - self.threads_before), []
 
-    def cmd_export_last(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
         x, out = self.last
         payload, b = self._export(out, x)
-        payload["ok"] = True
-        return payload, b
+        return protocol.ExportReply(**payload, threads_started=None), b
 
-    def cmd_check_patches(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_check_patches(self, cmd: protocol.CheckPatches, blobs: list) -> tuple[protocol.Reply, list]:
         from kernelbench.evaluation.guards import runtime as rt
 
         if self.snapshot is None:
-            return {"ok": True, "findings": []}, []
-        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), msg.get("when", "while running"))
-        return {"ok": True, "findings": [f.model_dump() for f in findings],
-                "threads_started": _active_count() - self.threads_before}, []
+            return protocol.PatchReply(findings=[], threads_started=None), []
+        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), cmd.when)
+        return protocol.PatchReply(findings=[f.model_dump() for f in findings],
+                                   threads_started=_active_count() - self.threads_before), []
 
-    def cmd_profile(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_profile(self, cmd: protocol.Profile, blobs: list) -> tuple[protocol.Reply, list]:
         """One forward under the profiler: which kernels ran, on which streams, for how long."""
         torch = self.torch
         import statistics
@@ -550,13 +546,13 @@ class Worker:
         # Host enqueue time: the forward's wall time on the host without waiting for the GPU (median of 3,
         # unprofiled: the profiler slows launches down).
         # One set of inputs for all four forwards: the multi-GB problems must not hold two.
-        x = self._make_inputs(int(msg["seed"]))
+        x = self._make_inputs(int(cmd.seed))
         host_us = []
         for _ in range(3):
             self._sync()
             # Seeding is ours, not the forward's: it costs 0.1-0.2 ms of host time (every generator), which
             # made one big matmul look 0.3 host-bound and a 0.4 ms forward cross the host-bound line.
-            self.inputs.seed_everything(int(msg["fwd_seed"]))
+            self.inputs.seed_everything(int(cmd.fwd_seed))
             t0 = _perf_counter()
             with self._no_grad():
                 out = self.model(*x)
@@ -568,7 +564,7 @@ class Worker:
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof, self.launch_recorder.recording() as launched:
             torch.cuda._sleep(1000)  # marker kernel ("spin_kernel") on the stream being timed
-            out = self._forward(x, int(msg["fwd_seed"]))
+            out = self._forward(x, int(cmd.fwd_seed))
             self._sync()
         _, leaves = self.transport.flatten(out)
         unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
@@ -592,23 +588,23 @@ class Worker:
             if "spin_kernel" not in name:
                 spans.append((float(ev.get("ts", 0.0) or 0.0), float(ev.get("dur", 0.0) or 0.0)))
             kernels.append({"name": name[:300], "stream": stream, "dur_us": ev.get("dur", 0.0)})
-        return {"ok": True, "kernels": kernels[:2000], "marker_stream": marker,
-                "host_enqueue_us": statistics.median(host_us), "gpu_busy_us": provenance.busy_time_us(spans),
-                "unowned_outputs": unowned, "n_outputs": len(leaves),
-                "recorded": self.launch_recorder.installed}, []
+        return protocol.ProfileReply(kernels=kernels[:2000], marker_stream=marker,
+                                     host_enqueue_us=statistics.median(host_us),
+                                     gpu_busy_us=provenance.busy_time_us(spans), unowned_outputs=unowned,
+                                     n_outputs=len(leaves), recorded=self.launch_recorder.installed), []
 
-    def cmd_launches(self, msg: dict, blobs: list) -> tuple[dict, list]:
+    def cmd_launches(self, cmd: protocol.Launches, blobs: list) -> tuple[protocol.Reply, list]:
         """CPU path: Triton launches counted in the interpreter during one forward."""
         from kernelbench.evaluation import provenance
 
-        x = self._make_inputs(int(msg["seed"]))
+        x = self._make_inputs(int(cmd.seed))
         self.interp_launches.clear()
         with self.launch_recorder.recording() as launched:
-            out = self._forward(x, int(msg["fwd_seed"]))
+            out = self._forward(x, int(cmd.fwd_seed))
         _, leaves = self.transport.flatten(out)
         unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
-        return {"ok": True, "launches": dict(self.interp_launches), "unowned_outputs": unowned,
-                "n_outputs": len(leaves), "recorded": self.launch_recorder.installed}, []
+        return protocol.LaunchesReply(launches=dict(self.interp_launches), unowned_outputs=unowned,
+                                      n_outputs=len(leaves), recorded=self.launch_recorder.installed), []
 
     def _count_interpreter_launches(self) -> None:
         try:
@@ -692,41 +688,48 @@ class _Opaque:
 
 
 def serve(role: str, device: str, fd: int) -> None:
-    from kernelbench.evaluation.channel import Channel, ChannelClosed
+    from kernelbench.evaluation.channel import Channel, ChannelClosed, ProtocolError
 
     channel = Channel.from_fd(fd)
     try:
         worker = Worker(role, device)
-        channel.send({"event": "ready", "pid": os.getpid()})
+        channel.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
     except BaseException as e:
-        channel.send({"event": "failed", **_error_reply(e, "start")})
+        channel.send(protocol.encode_reply(_error_reply(e, "start")))
         return
     while True:
         try:
-            msg, blobs = channel.recv()
+            header, blobs = channel.recv()
         except ChannelClosed:
             return
-        cmd = msg.get("cmd")
-        if cmd == "exit":
+        try:
+            cmd = protocol.decode_command(header)
+        except ProtocolError as e:
+            channel.send(protocol.encode_reply(protocol.ErrorReply(where="protocol", type="ProtocolError",
+                                                                   message=str(e), traceback=None, builds=None)))
+            continue
+        if isinstance(cmd, protocol.Exit):
             return
-        handler = getattr(worker, f"cmd_{cmd}", None)
+        handler = getattr(worker, f"cmd_{cmd.NAME}", None)
         if handler is None:
-            channel.send({"ok": False, "where": "protocol", "type": "UnknownCommand", "message": str(cmd)})
+            channel.send(protocol.encode_reply(protocol.ErrorReply(where="protocol", type="UnknownCommand",
+                                                                   message=cmd.NAME, traceback=None, builds=None)))
             continue
         try:
-            reply, out_blobs = handler(msg, blobs)
+            reply, out_blobs = handler(cmd, blobs)
         except BaseException as e:  # SystemExit and KeyboardInterrupt from candidate code included
-            reply, out_blobs = _error_reply(e, str(msg.get("stage", cmd))), []
+            reply, out_blobs = _error_reply(e, cmd.NAME), []
+        cuda_mem = None
         if worker.is_cuda and worker.torch.cuda.is_initialized():
             # Bytes this process holds after the command (allocator counters, no CUDA call): the parent
             # logs them, so a problem that runs out of memory shows which process kept what.
             try:
-                reply["cuda_mem"] = [worker.torch.cuda.memory_allocated(worker.device),
-                                     worker.torch.cuda.memory_reserved(worker.device)]
+                cuda_mem = [worker.torch.cuda.memory_allocated(worker.device),
+                            worker.torch.cuda.memory_reserved(worker.device)]
             except Exception:
                 pass
         try:
-            channel.send(reply, out_blobs)
+            channel.send(protocol.encode_reply(reply, cuda_mem), out_blobs)
         except ChannelClosed:
             return
 
