@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelbench.evaluation import EvalJob, EvalSettings  # noqa: E402
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi  # noqa: E402
-from kernelbench.evaluation.parent import _compile_job, evaluate  # noqa: E402
+from kernelbench.evaluation.parent.batch import _compile_job, evaluate  # noqa: E402
 from kernelbench.problems import load_builtin  # noqa: E402
 
 TEMPLATE = r'''

@@ -186,8 +186,8 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
 
     from kernelbench.evaluation import seeds as seedlib
     from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
-    from kernelbench.evaluation.parent import _ref_call, reference_setup_message, start_worker
-    from kernelbench.evaluation.protocol import SetupReply
+    from kernelbench.evaluation.parent.reference_timing import set_up_reference
+    from kernelbench.evaluation.parent.workers import start_worker
 
     jobs = default_jobs() if jobs is None else jobs
     todo = [(p, m) for p, m in pairs if m in WARM_MODES]
@@ -214,8 +214,7 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
         try:
             worker = start_worker("reference", device, "torch", arch, init=True,
                                   env_extra=warmup_environment(mode, jobs, cache_dir))
-            _ref_call(worker, reference_setup_message(problem, mode, settings, secret), SetupReply,
-                      settings.compile_timeout_s, f"{mode} warm-up")
+            set_up_reference(worker, problem, mode, settings, secret, settings.compile_timeout_s, f"{mode} warm-up")
             seconds = time.monotonic() - t0
             mark_warm(cache_dir, keys[(problem.key, mode)], problem.key, mode, seconds)
             return WarmupOutcome(problem.key, mode, True, seconds)
