@@ -1,57 +1,28 @@
-"""The worker process: runs the reference (trusted code) or one candidate (untrusted code).
+"""The worker process: its state, the commands every role shares, the command loop and the entry point.
 
-Started by :mod:`kernelbench.evaluation.sandbox` as ``python -m kernelbench.evaluation.worker``.
-It answers commands from the parent over its own channel (never stdout). Roles:
-
-* ``reference``: builds ``Model``, produces reference outputs for given seeds, compares a
-  candidate's outputs (received by IPC handle or bytes) with them, times the reference.
-* ``candidate``: imports the candidate, builds ``ModelNew``, runs it on inputs it generates
-  from seeds it receives one trial at a time, exports its outputs, times itself.
-* ``compile``: only imports the candidate, so its CUDA extensions land in the build cache.
-
-Everything timing relies on is bound here, at import, before any candidate code runs.
+See the package's docstring for the roles. Timing, exporting outputs and launch tracing are mixins in
+:mod:`.timing`, :mod:`.export` and :mod:`.trace`.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
-import tempfile
-import threading
-import time
 import traceback
 from typing import Any
 
 from kernelbench.evaluation import protocol
-
-# Bound before candidate code can run: replacing time.perf_counter later does not affect us.
-_perf_counter = time.perf_counter
-_active_count = threading.active_count
+from kernelbench.evaluation.worker.bound import active_count as _active_count
+from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
+from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
+from kernelbench.evaluation.worker.timing import TimingCommands, WallEvent
+from kernelbench.evaluation.worker.trace import TraceCommands
 
 #: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
 #: a call's outputs live in memory the next call overwrites.
 GRAPH_REPLAY_MODES = ("cudagraphs", "max-autotune", "reduce-overhead")
-
-
-class _WallEvent:
-    """CPU stand-in for a CUDA event (CPU work is synchronous, so the wall clock is the runtime)."""
-
-    __slots__ = ("t",)
-
-    def __init__(self, enable_timing: bool = True):
-        self.t = 0.0
-
-    def record(self, stream: Any = None) -> None:
-        self.t = _perf_counter()
-
-    def elapsed_time(self, end: _WallEvent) -> float:
-        return (end.t - self.t) * 1000.0
-
-    def synchronize(self) -> None:
-        pass
 
 
 def _error_reply(e: BaseException, where: str, builds: list | None = None) -> protocol.ErrorReply:
@@ -72,7 +43,9 @@ PRELOAD_COMPILER_ENV = "KB_WORKER_PRELOAD_COMPILER"
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
 
 
-class Worker:
+class Worker(ExportCommands, TimingCommands, TraceCommands):
+    """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
+
     def __init__(self, role: str, device: str):
         import torch
 
@@ -141,10 +114,10 @@ class Worker:
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None
-            self._EventBase = _WallEvent
-            self._record = _WallEvent.record
-            self._elapsed = _WallEvent.elapsed_time
-            self._event_sync = _WallEvent.synchronize
+            self._EventBase = WallEvent
+            self._record = WallEvent.record
+            self._elapsed = WallEvent.elapsed_time
+            self._event_sync = WallEvent.synchronize
             self.stream = None
         self.initialized = True
         return protocol.InitReply(env=self.environment(), preloaded=self.preloaded), []
@@ -202,45 +175,6 @@ class Worker:
         with self._no_grad():
             return self.model(*inputs)
 
-    def _flush(self) -> None:
-        torch = self.torch
-        if not self.is_cuda:
-            return
-        if self.l2_flush is None:
-            props = torch.cuda.get_device_properties(self.device)
-            l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 1024 * 1024
-            self.l2_flush = torch.empty(max(2 * l2, 128 * 1024 * 1024), dtype=torch.uint8, device=self.device)
-        self.l2_flush.zero_()
-
-    def _cushion(self) -> None:
-        """Queue the launch cushion (``timing.LAUNCH_CUSHION_US`` of spin) so the start event finds the GPU busy."""
-        if not self.is_cuda:
-            return
-        if self.cushion_cycles is None:
-            self.cushion_cycles = self._calibrate_cushion()
-        if self.cushion_cycles:
-            with self.torch.cuda.stream(self.stream):
-                self.torch.cuda._sleep(self.cushion_cycles)
-
-    def _calibrate_cushion(self) -> int:
-        """Spin cycles for the cushion, from a timed spin. Done at the first timed call, not at init: a
-        spare initialises while another worker is being timed, and its spins would land in that timing."""
-        from kernelbench.evaluation.timing import cushion_cycles, launch_cushion_us
-
-        torch = self.torch
-        us = launch_cushion_us()
-        cycles, ms = 200_000, 0.0
-        if us > 0:
-            with torch.cuda.stream(self.stream):
-                for _ in range(2):  # the first spin also pays for loading the kernel
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record(self.stream)
-                    torch.cuda._sleep(cycles)
-                    b.record(self.stream)
-                    b.synchronize()
-                    ms = a.elapsed_time(b)
-        return cushion_cycles(us, cycles, ms)
-
     def _poison(self, inputs: list) -> None:
         """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
         torch = self.torch
@@ -253,45 +187,6 @@ class Worker:
             del big
         small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
         del small
-
-    def _shareable(self, t: Any) -> bool:
-        return type(t) is self.torch.Tensor and t.device.type == "cuda" and t.numel() > 0
-
-    def _snapshot(self, leaves: list, inputs: list) -> list:
-        """Start an export: copies of the output leaves (CUDA ones in the arena, with room left for the
-        inputs), other values as they are."""
-        if self.is_cuda:
-            self.arena.begin(self.arena.span([t for t in [*leaves, *inputs] if self._shareable(t)]))
-        return [(self.arena.copy(t) if self._shareable(t) else t.detach().clone()) if type(t) is self.torch.Tensor
-                else t for t in leaves]
-
-    def _export(self, output: Any, inputs: list, staged: bool = False) -> tuple[dict, list]:
-        """Describe outputs and inputs for the reference worker; CUDA tensors go through the arena.
-
-        ``staged``: the outputs are already a ``_snapshot`` (taken when forward returned)."""
-        if self.host_copy:
-            self.transport.begin_host_copies()
-        torch = self.torch
-        tree, leaves = self.transport.flatten(output)
-        in_tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        if not staged:
-            leaves = self._snapshot(leaves, in_tensors)
-        if self.is_cuda:
-            in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
-        plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
-        out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy)
-        in_descs, in_blobs = self.transport.encode_tensors([t if type(t) is torch.Tensor else torch.empty(0)
-                                                            for t in in_tensors], self.host_copy)
-        for d in in_descs:
-            if "blob" in d:
-                d["blob"] += len(out_blobs)
-        self.exported = (plain, in_tensors, output, inputs)
-        return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
-
-    def _received(self, cmd: protocol.Compare, blobs: list):
-        outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device)
-        ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device)
-        return outs, ins
 
     # ------------------------------------------------------------------ commands
     def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
@@ -339,7 +234,7 @@ class Worker:
 
     def _cloned(self, out):
         tree, leaves = self.transport.flatten(out)
-        return _rebuild(tree, [t.clone() if isinstance(t, self.torch.Tensor) else t for t in leaves])
+        return rebuild(tree, [t.clone() if isinstance(t, self.torch.Tensor) else t for t in leaves])
 
     def _compile_cache_counters(self) -> dict:
         """Inductor's cache hits and misses in this process (was a compiled reference built or loaded?)."""
@@ -409,7 +304,7 @@ class Worker:
             if self.is_cuda:
                 self._sync()
             threads = _active_count() - self.threads_before
-            payload, out_blobs = self._export(_rebuild(tree, snap), x, staged=True)
+            payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
             return protocol.ExportReply(**payload, threads_started=threads), out_blobs
         out = self._forward(x, int(cmd.fwd_seed))
         if self.is_cuda:
@@ -454,74 +349,6 @@ class Worker:
             self.torch.cuda.ipc_collect()
         return protocol.DoneReply(), []
 
-    def cmd_time(self, cmd: protocol.Time, blobs: list) -> tuple[protocol.Reply, list]:
-        """Time calls on fresh inputs per call, flushing L2 before each, all streams drained after.
-
-        Each call's start event is queued behind the launch cushion, so it measures the forward, not
-        how late the host was to launch it."""
-        torch = self.torch
-        seeds = [int(s) for s in cmd.seeds]
-        fwd_seeds = [int(s) for s in cmd.fwd_seeds]
-        warmup = bool(cmd.warmup)
-        want_fp = bool(cmd.fingerprint)
-        # Both roles compute the bounds (only the reference's are used): the work between two timed
-        # calls must be the same on both sides, or the GPU arrives at each timed call in a different
-        # state (on the H100 short memory-bound problems timed up to 9% apart with identical code).
-        want_bounds = want_fp
-        from kernelbench.evaluation.timing import warmup_settled
-
-        if warmup:
-            self.exported = None
-            self.last = None
-            self._collect_cycles()
-            self._release_cached_memory()
-        EventBase = self._EventBase
-        times, drained, fps, bounds = [], [], [], []
-        t_start = _perf_counter()
-        i = 0
-        x = out = None
-        if self.last is not None:
-            self.last = None
-        while True:
-            k = i % len(seeds)
-            x = out = None  # free the previous call's tensors before allocating the next
-            x = self._make_inputs(seeds[k])
-            self._flush()
-            self.inputs.seed_everything(fwd_seeds[k])
-            e0 = EventBase(enable_timing=True)
-            e1 = EventBase(enable_timing=True)
-            e2 = EventBase(enable_timing=True)
-            with self._no_grad():
-                self._cushion()
-                self._record(e0, self.stream)
-                out = self.model(*x)
-                self._record(e1, self.stream)
-                self._sync()
-                self._record(e2, self.stream)
-                self._event_sync(e2)
-            times.append(self._elapsed(e0, e1))
-            drained.append(self._elapsed(e0, e2))
-            i += 1
-            if warmup:
-                if warmup_settled(times, _perf_counter() - t_start):
-                    break
-                continue
-            if want_fp:
-                _, leaves = self.transport.flatten(out)
-                plain = [t for t in leaves if type(t) is torch.Tensor]
-                fps.append(self.fingerprinter.sums(plain))
-                if want_bounds:
-                    bounds.append(self.fingerprinter.bounds(plain, self.atol, self.rtol))
-                # Nothing may keep this call's output alive into the next timed call: its replacement
-                # would need a new block, allocated inside the timed region.
-                del leaves, plain
-            if i >= len(seeds):
-                break
-        wall = _perf_counter() - t_start
-        self.last = (x, out)
-        return protocol.TimeReply(times_ms=times, drained_ms=drained, wall_s=wall, calls=i, fingerprints=fps,
-                                  bounds=bounds, threads_started=_active_count() - self.threads_before), []
-
     def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
         x, out = self.last
         payload, b = self._export(out, x)
@@ -535,156 +362,6 @@ class Worker:
         findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), cmd.when)
         return protocol.PatchReply(findings=[f.model_dump() for f in findings],
                                    threads_started=_active_count() - self.threads_before), []
-
-    def cmd_profile(self, cmd: protocol.Profile, blobs: list) -> tuple[protocol.Reply, list]:
-        """One forward under the profiler: which kernels ran, on which streams, for how long."""
-        torch = self.torch
-        import statistics
-
-        from kernelbench.evaluation import provenance
-
-        # Host enqueue time: the forward's wall time on the host without waiting for the GPU (median of 3,
-        # unprofiled: the profiler slows launches down).
-        # One set of inputs for all four forwards: the multi-GB problems must not hold two.
-        x = self._make_inputs(int(cmd.seed))
-        host_us = []
-        for _ in range(3):
-            self._sync()
-            # Seeding is ours, not the forward's: it costs 0.1-0.2 ms of host time (every generator), which
-            # made one big matmul look 0.3 host-bound and a 0.4 ms forward cross the host-bound line.
-            self.inputs.seed_everything(int(cmd.fwd_seed))
-            t0 = _perf_counter()
-            with self._no_grad():
-                out = self.model(*x)
-            host_us.append((_perf_counter() - t0) * 1e6)
-            self._sync()
-            del out
-        self._sync()
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]) as prof, self.launch_recorder.recording() as launched:
-            torch.cuda._sleep(1000)  # marker kernel ("spin_kernel") on the stream being timed
-            out = self._forward(x, int(cmd.fwd_seed))
-            self._sync()
-        _, leaves = self.transport.flatten(out)
-        unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
-        del out
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-            path = f.name
-        try:
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                trace = json.load(f)
-        finally:
-            os.unlink(path)
-        kernels, marker, spans = [], None, []
-        for ev in trace.get("traceEvents", []):
-            if ev.get("cat") != "kernel":
-                continue
-            stream = (ev.get("args") or {}).get("stream")
-            name = str(ev.get("name", ""))
-            if "spin_kernel" in name and marker is None:
-                marker = stream
-            if "spin_kernel" not in name:
-                spans.append((float(ev.get("ts", 0.0) or 0.0), float(ev.get("dur", 0.0) or 0.0)))
-            kernels.append({"name": name[:300], "stream": stream, "dur_us": ev.get("dur", 0.0)})
-        return protocol.ProfileReply(kernels=kernels[:2000], marker_stream=marker,
-                                     host_enqueue_us=statistics.median(host_us),
-                                     gpu_busy_us=provenance.busy_time_us(spans), unowned_outputs=unowned,
-                                     n_outputs=len(leaves), recorded=self.launch_recorder.installed), []
-
-    def cmd_launches(self, cmd: protocol.Launches, blobs: list) -> tuple[protocol.Reply, list]:
-        """CPU path: Triton launches counted in the interpreter during one forward."""
-        from kernelbench.evaluation import provenance
-
-        x = self._make_inputs(int(cmd.seed))
-        self.interp_launches.clear()
-        with self.launch_recorder.recording() as launched:
-            out = self._forward(x, int(cmd.fwd_seed))
-        _, leaves = self.transport.flatten(out)
-        unowned = provenance.unowned_outputs([provenance.storage_range(t) for t in leaves], list(launched))
-        return protocol.LaunchesReply(launches=dict(self.interp_launches), unowned_outputs=unowned,
-                                      n_outputs=len(leaves), recorded=self.launch_recorder.installed), []
-
-    def _count_interpreter_launches(self) -> None:
-        try:
-            from triton.runtime import interpreter
-        except Exception:
-            return
-        original = interpreter.GridExecutor.__call__
-        counts = self.interp_launches
-
-        def counted(executor, *args, **kwargs):
-            fn = getattr(executor, "fn", None)
-            name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "triton_kernel")
-            result = original(executor, *args, **kwargs)
-            counts[name] = counts.get(name, 0) + 1  # only launches that ran to the end count
-            return result
-
-        interpreter.GridExecutor.__call__ = counted
-
-
-class ExportArena:
-    """One device buffer per candidate process that every exported tensor is copied into.
-
-    Exports reach the reference worker over CUDA IPC, and PyTorch keeps a shared block allocated
-    until the reader's release is seen and collected. Copies into one long-lived buffer bound what
-    sharing can ever hold to one set of tensors, and a correctness trial allocates no snapshot of its
-    own. (The H100 runs first blamed sharing for 8 GiB kept per trial; the cause was a reference cycle
-    in ``transport.flatten``, fixed there. The arena is what those runs then measured.)
-    """
-
-    ALIGN = 256
-
-    def __init__(self, torch_module: Any, device: Any):
-        self.torch = torch_module
-        self.device = device
-        self.buf = None
-        self.used = 0
-
-    @classmethod
-    def _aligned(cls, nbytes: int) -> int:
-        return -(-nbytes // cls.ALIGN) * cls.ALIGN
-
-    @classmethod
-    def span(cls, tensors: list) -> int:
-        return sum(cls._aligned(t.numel() * t.element_size()) for t in tensors)
-
-    def begin(self, need_bytes: int) -> None:
-        self.used = 0
-        if self.buf is None or self.buf.numel() < need_bytes:
-            self.buf = None
-            self.buf = self.torch.empty(max(need_bytes, self.ALIGN), dtype=self.torch.uint8, device=self.device)
-
-    def copy(self, t: Any) -> Any:
-        """A copy of ``t`` inside the buffer (a fresh clone where the buffer has no room left)."""
-        n = t.numel() * t.element_size()
-        if self.buf is None or self.used + n > self.buf.numel() or n == 0:
-            return t.detach().clone()
-        view = self.buf[self.used:self.used + n].view(t.dtype).view(t.shape)
-        view.copy_(t.detach())
-        self.used += self._aligned(n)
-        return view
-
-
-def _rebuild(tree: Any, leaves: list) -> Any:
-    """Put snapshot leaves back into the output's structure (tuple/list nesting)."""
-    t = tree.get("t") if isinstance(tree, dict) else None
-    if t == "tensor":
-        return leaves[tree["i"]]
-    if t in ("tuple", "list"):
-        items = [_rebuild(x, leaves) for x in tree["items"]]
-        return tuple(items) if t == "tuple" else items
-    if t == "scalar":
-        return tree.get("v")
-    return _Opaque(tree.get("type", "?"))
-
-
-class _Opaque:
-    """Stands for an output value of an unsupported type; compares as that type."""
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
 
 
 def serve(role: str, device: str, fd: int) -> None:
@@ -749,5 +426,3 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(0)
 
 
-if __name__ == "__main__":
-    main()
