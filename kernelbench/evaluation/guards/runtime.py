@@ -43,7 +43,9 @@ _TORCH_ATTRS = {
     "os": ["_exit", "kill", "getpid"],
 }
 _OUR_MODULES = (
-    "kernelbench.evaluation.worker", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
+    "kernelbench.evaluation.worker", "kernelbench.evaluation.worker.bound", "kernelbench.evaluation.worker.process",
+    "kernelbench.evaluation.worker.timing", "kernelbench.evaluation.worker.export", "kernelbench.evaluation.worker.trace",
+    "kernelbench.evaluation.protocol", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
     "kernelbench.evaluation.transport", "kernelbench.evaluation.channel", "kernelbench.evaluation.timing",
     "kernelbench.evaluation.compile_cache", "kernelbench.evaluation.guards.runtime",
 )
