@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelbench.evaluation import EvalJob, EvalSettings  # noqa: E402
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi  # noqa: E402
-from kernelbench.evaluation.parent import _compile_job, evaluate  # noqa: E402
+from kernelbench.evaluation.parent.batch import _compile_job, evaluate  # noqa: E402
 from kernelbench.problems import load_builtin  # noqa: E402
 
 TEMPLATE = r'''
@@ -70,17 +70,17 @@ def main() -> int:
     t = time.perf_counter()
     first = _compile_job(job(0), arch)
     one_s = time.perf_counter() - t
-    print(f"one build: {one_s:.1f} s (ok={first.get('ok')})", flush=True)
+    print(f"one build: {one_s:.1f} s (ok={first.ok})", flush=True)
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         many = list(pool.map(lambda i: _compile_job(job(i), arch), range(1, args.parallel + 1)))
     many_s = time.perf_counter() - t
-    ok = sum(1 for r in many if r.get("ok"))
+    ok = sum(1 for r in many if r.ok)
     print(f"{args.parallel} builds in parallel: {many_s:.1f} s ({ok} ok)", flush=True)
     cold = evaluate(job(100))
     warm = evaluate(job(100))
     rows = {
-        "cores": os.cpu_count(), "one_build_s": one_s, "first_ok": bool(first.get("ok")),
+        "cores": os.cpu_count(), "one_build_s": one_s, "first_ok": bool(first.ok),
         "parallel": args.parallel, "parallel_builds_s": many_s, "parallel_ok": ok,
         "ratio_parallel_to_one": many_s / one_s,
         "cold_eval_load_s": cold.stage_times_s.get("load"), "warm_eval_load_s": warm.stage_times_s.get("load"),

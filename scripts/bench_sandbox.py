@@ -19,9 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernelbench.evaluation import isolation  # noqa: E402
-from kernelbench.evaluation.parent import INIT_SEED, _call, start_worker  # noqa: E402
+from kernelbench.evaluation import isolation, protocol  # noqa: E402
+from kernelbench.evaluation.parent.workers import call, start_worker  # noqa: E402
 from kernelbench.evaluation.sandbox import Confinement  # noqa: E402
+from kernelbench.evaluation.seeds import INIT_SEED  # noqa: E402
 from kernelbench.problems import load_builtin  # noqa: E402
 from kernelbench.results import Stage  # noqa: E402
 
@@ -35,8 +36,9 @@ def one(confinement: Confinement | None, device: str, problem_code: str) -> dict
     started = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
-        _call(w, {"cmd": "load", "problem_code": problem_code, "source": CANDIDATE, "backend": "torch",
-                  "precision": "fp32", "init_seed": INIT_SEED}, 120, Stage.LOAD, "load")
+        call(w, protocol.Load(problem_code=problem_code, source=CANDIDATE, backend="torch", precision="fp32",
+                              init_seed=INIT_SEED, eval_mode=False, cache_namespace=None, cache_scope=None,
+                              ieee_fp32=False), protocol.LoadReply, 120, Stage.LOAD, "load")
         loaded = time.perf_counter() - t1
     finally:
         t2 = time.perf_counter()

@@ -102,7 +102,7 @@ def test_a_worker_importing_the_compiler_ahead_creates_no_cuda_context_until_tol
 
     import torch
 
-    from kernelbench.evaluation.parent import _finish_init, _send_init, start_worker
+    from kernelbench.evaluation.parent.workers import finish_init, send_init, start_worker
     from kernelbench.evaluation.worker import COMPILER_MODULES, PRELOAD_COMPILER_ENV
 
     torch.cuda.init()
@@ -111,7 +111,7 @@ def test_a_worker_importing_the_compiler_ahead_creates_no_cuda_context_until_tol
     try:
         time.sleep(1.0)
         free_started, _ = torch.cuda.mem_get_info(0)
-        _finish_init(w, _send_init(w))
+        finish_init(w, send_init(w))
         free_init, _ = torch.cuda.mem_get_info(0)
         assert w.preloaded == list(COMPILER_MODULES)
     finally:

@@ -36,6 +36,24 @@ def _index(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def compare_tensor(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, where: str = "output") -> Comparison:
+    kind = _kind_mismatch(c, r, where)
+    if kind is not None:
+        return kind
+    n = r.numel()
+    if n == 0:
+        return Comparison(True, max_abs_error=0.0, max_rel_error=0.0)
+    cf, rf = c.reshape(-1), r.reshape(-1)
+    if not (r.is_floating_point() or r.is_complex()):
+        return _compare_exact(cf, rf, n, tuple(r.shape), where)
+    acc = torch.float64 if r.dtype in (torch.float64, torch.complex128) else torch.float32
+    tally = _Tally()
+    for s in range(0, n, CHUNK):
+        tally.add(cf[s:s + CHUNK].to(acc), rf[s:s + CHUNK].to(acc), s, atol, rtol, acc)
+    return tally.comparison(cf, rf, n, tuple(r.shape), atol, rtol, where)
+
+
+def _kind_mismatch(c: torch.Tensor, r: torch.Tensor, where: str) -> Comparison | None:
+    """A failed comparison if ``c`` is not a plain tensor of ``r``'s shape, dtype and device type."""
     if type(c) is not torch.Tensor:
         return Comparison(False, f"{where} is a {type(c).__name__}, not a plain torch.Tensor")
     if tuple(c.shape) != tuple(r.shape):
@@ -44,74 +62,83 @@ def compare_tensor(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, w
         return Comparison(False, f"{where} has dtype {c.dtype}, expected {r.dtype}")
     if c.device.type != r.device.type:
         return Comparison(False, f"{where} is on {c.device.type}, expected {r.device.type}")
-    n = r.numel()
-    if n == 0:
-        return Comparison(True, max_abs_error=0.0, max_rel_error=0.0)
-    cf, rf = c.reshape(-1), r.reshape(-1)
-    if not (r.is_floating_point() or r.is_complex()):
-        bad = 0
-        first = None
-        for s in range(0, n, CHUNK):
-            neq = cf[s:s + CHUNK] != rf[s:s + CHUNK]
-            k = int(neq.sum())
-            if k and first is None:
-                first = s + int(neq.nonzero()[0])
-            bad += k
-        if bad:
-            i = _index(first, tuple(r.shape))
-            return Comparison(False, f"{where}: {bad} of {n} elements differ (first at {i}: got "
-                                     f"{cf[first].item()}, expected {rf[first].item()})", 1.0, 1.0)
-        return Comparison(True, max_abs_error=0.0, max_rel_error=0.0)
+    return None
 
-    acc = torch.float64 if r.dtype in (torch.float64, torch.complex128) else torch.float32
-    max_abs = 0.0
-    max_rel = 0.0
-    bad_total = 0
-    nan_mismatch = inf_mismatch = 0
+
+def _compare_exact(cf: torch.Tensor, rf: torch.Tensor, n: int, shape: tuple[int, ...], where: str) -> Comparison:
+    """Integers and booleans: every element equal."""
+    bad = 0
+    first = None
+    for s in range(0, n, CHUNK):
+        neq = cf[s:s + CHUNK] != rf[s:s + CHUNK]
+        k = int(neq.sum())
+        if k and first is None:
+            first = s + int(neq.nonzero()[0])
+        bad += k
+    if bad:
+        i = _index(first, shape)
+        return Comparison(False, f"{where}: {bad} of {n} elements differ (first at {i}: got "
+                                 f"{cf[first].item()}, expected {rf[first].item()})", 1.0, 1.0)
+    return Comparison(True, max_abs_error=0.0, max_rel_error=0.0)
+
+
+@dataclass
+class _Tally:
+    """Running totals of a chunked comparison within tolerances (NaN and Inf placement exact)."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    bad_total: int = 0
+    nan_mismatch: int = 0
+    inf_mismatch: int = 0
     first_bad: int | None = None
     first_nan: int | None = None
-    for s in range(0, n, CHUNK):
-        cc = cf[s:s + CHUNK].to(acc)
-        rr = rf[s:s + CHUNK].to(acc)
+
+    def add(self, cc: torch.Tensor, rr: torch.Tensor, s: int, atol: float, rtol: float, acc: torch.dtype) -> None:
+        """One chunk, starting at flat index ``s``, already in the accumulation dtype."""
         c_nan, r_nan = torch.isnan(cc), torch.isnan(rr)
         nm = c_nan != r_nan
         k = int(nm.sum())
         if k:
-            nan_mismatch += k
-            if first_nan is None:
-                first_nan = s + int(nm.nonzero()[0])
+            self.nan_mismatch += k
+            if self.first_nan is None:
+                self.first_nan = s + int(nm.nonzero()[0])
         c_inf, r_inf = torch.isinf(cc), torch.isinf(rr)
         im = (c_inf != r_inf) | (r_inf & (cc != rr))
         k = int(im.sum())
         if k:
-            inf_mismatch += k
-            if first_nan is None:
-                first_nan = s + int(im.nonzero()[0])
+            self.inf_mismatch += k
+            if self.first_nan is None:
+                self.first_nan = s + int(im.nonzero()[0])
         finite = ~(r_nan | r_inf | c_nan | c_inf)
         diff = torch.where(finite, (cc - rr).abs(), torch.zeros((), dtype=acc, device=cc.device))
         ra = torch.where(finite, rr.abs(), torch.zeros((), dtype=acc, device=cc.device))
         if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
+            self.max_abs = max(self.max_abs, float(diff.max()))
             rel = diff / ra.clamp_min(1e-12)
-            max_rel = max(max_rel, float(torch.where(finite, rel, torch.zeros_like(rel)).max()))
+            self.max_rel = max(self.max_rel, float(torch.where(finite, rel, torch.zeros_like(rel)).max()))
         over = diff > (atol + rtol * ra)
         k = int(over.sum())
         if k:
-            bad_total += k
-            if first_bad is None:
-                first_bad = s + int(over.nonzero()[0])
-    shape = tuple(r.shape)
-    if nan_mismatch or inf_mismatch:
-        i = first_nan if first_nan is not None else 0
-        return Comparison(False, f"{where}: NaN/Inf placement differs from the reference in "
-                                 f"{nan_mismatch + inf_mismatch} of {n} elements (first at {_index(i, shape)}: "
-                                 f"got {cf[i].item()}, expected {rf[i].item()})", max_abs, max_rel)
-    if bad_total:
-        i = first_bad if first_bad is not None else 0
-        return Comparison(False, f"{where}: {bad_total} of {n} elements beyond atol={atol:g} rtol={rtol:g}; "
-                                 f"max abs error {max_abs:.3g} (first bad at {_index(i, shape)}: got "
-                                 f"{cf[i].item():.6g}, expected {rf[i].item():.6g})", max_abs, max_rel)
-    return Comparison(True, None, max_abs, max_rel)
+            self.bad_total += k
+            if self.first_bad is None:
+                self.first_bad = s + int(over.nonzero()[0])
+
+    def comparison(self, cf: torch.Tensor, rf: torch.Tensor, n: int, shape: tuple[int, ...], atol: float, rtol: float,
+                   where: str) -> Comparison:
+        max_abs, max_rel = self.max_abs, self.max_rel
+        if self.nan_mismatch or self.inf_mismatch:
+            i = self.first_nan if self.first_nan is not None else 0
+            return Comparison(False, f"{where}: NaN/Inf placement differs from the reference in "
+                                     f"{self.nan_mismatch + self.inf_mismatch} of {n} elements (first at "
+                                     f"{_index(i, shape)}: got {cf[i].item()}, expected {rf[i].item()})",
+                              max_abs, max_rel)
+        if self.bad_total:
+            i = self.first_bad if self.first_bad is not None else 0
+            return Comparison(False, f"{where}: {self.bad_total} of {n} elements beyond atol={atol:g} rtol={rtol:g}; "
+                                     f"max abs error {max_abs:.3g} (first bad at {_index(i, shape)}: got "
+                                     f"{cf[i].item():.6g}, expected {rf[i].item():.6g})", max_abs, max_rel)
+        return Comparison(True, None, max_abs, max_rel)
 
 
 def compare_outputs(cand_tree: Any, cand_tensors: list[torch.Tensor], ref_output: Any,

@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,11 +182,10 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
     compiles after that many seconds, so that a time-boxed run keeps time for the timing itself.
     References an earlier warm-up already compiled into the same cache folder are not compiled again.
     """
-    from tqdm import tqdm
-
     from kernelbench.evaluation import seeds as seedlib
     from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
-    from kernelbench.evaluation.parent import _ref_call, reference_setup_message, start_worker
+    from kernelbench.evaluation.parent.reference_timing import set_up_reference
+    from kernelbench.evaluation.parent.workers import start_worker
 
     jobs = default_jobs() if jobs is None else jobs
     todo = [(p, m) for p, m in pairs if m in WARM_MODES]
@@ -213,8 +212,7 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
         try:
             worker = start_worker("reference", device, "torch", arch, init=True,
                                   env_extra=warmup_environment(mode, jobs, cache_dir))
-            _ref_call(worker, reference_setup_message(problem, mode, settings, secret), settings.compile_timeout_s,
-                      f"{mode} warm-up")
+            set_up_reference(worker, problem, mode, settings, secret, settings.compile_timeout_s, f"{mode} warm-up")
             seconds = time.monotonic() - t0
             mark_warm(cache_dir, keys[(problem.key, mode)], problem.key, mode, seconds)
             return WarmupOutcome(problem.key, mode, True, seconds)
@@ -226,6 +224,17 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
             if worker is not None:
                 worker.close()
 
+    _compile_all(todo, compile_one, report, started, progress)
+    log.info("%s", report.summary())
+    return report
+
+
+def _compile_all(todo: Sequence[tuple[object, str]], compile_one: Callable[[object, str], WarmupOutcome],
+                 report: WarmupReport, started: float, progress: bool) -> None:
+    """Run ``compile_one`` over ``todo`` in ``report.jobs`` threads; then drop the GPU-timed choices."""
+    from tqdm import tqdm
+
+    jobs, cache_dir = report.jobs, report.cache_dir
     bar = tqdm(total=len(todo), desc=f"compile warm-up ({jobs} at once)", unit="ref", file=sys.stderr,
                disable=not progress)
     try:
@@ -240,5 +249,3 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
         bar.close()
         report.decisions_removed = forget_timed_choices(cache_dir)
         report.wall_s = time.monotonic() - started
-    log.info("%s", report.summary())
-    return report

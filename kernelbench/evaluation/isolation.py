@@ -253,6 +253,12 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     cmd += ["--chdir", str(dirs.scratch)]
     if not root:
         return cmd + ["--"] + inner
+    return cmd + _as_own_uid(dirs, gpu) + inner
+
+
+def _as_own_uid(dirs: WorkerDirs, gpu: bool) -> list[str]:
+    """A root evaluator's last bwrap arguments, and ``setpriv`` to become the worker's own uid, up to the ``--``."""
+    cmd: list[str] = []
     st = os.stat(dirs.scratch)  # its own uid, given to its folders when they were made
     if st.st_uid == 0:
         raise ValueError("a confined worker's folders must belong to its own unprivileged uid, not root")
@@ -273,7 +279,7 @@ def bwrap_command(bwrap: str, inner: list[str], dirs: WorkerDirs, *, gpu: bool, 
     priv = [shutil.which("setpriv") or "setpriv", f"--reuid={st.st_uid}", f"--regid={st.st_gid}"]
     priv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
     cmd += priv + ["--inh-caps=-all", "--no-new-privs", "--"]
-    return cmd + inner
+    return cmd
 
 
 def _device_groups() -> list[int]:

@@ -19,3 +19,8 @@ def derive_seed(secret: bytes, *parts: object) -> int:
     msg = ":".join(str(p) for p in parts).encode()
     digest = hmac.new(secret, msg, hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 62) - 1)
+
+
+#: The seed both ``Model`` and ``ModelNew`` are built with. Weights are not secret (both sides need them
+#: and they are fixed by the problem); the seed only has to be the same for Model and ModelNew.
+INIT_SEED = 42

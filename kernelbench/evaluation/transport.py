@@ -258,59 +258,80 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Rece
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
         if "ipc" in d:
-            if expect_device.type != "cuda":
-                raise TransportError("CUDA tensor received on a CPU evaluation")
-            ipc = d["ipc"]
-            if not isinstance(ipc, dict):
-                raise TransportError("bad ipc block")
-            stride = _int_list(d.get("stride"), "stride")
-            if len(stride) != len(shape):
-                raise TransportError("stride and shape differ in length")
-            offset = d.get("storage_offset")
-            size_bytes = ipc.get("size_bytes")
-            if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                       for x in (offset, size_bytes, ipc.get("offset_bytes"), ipc.get("ref_counter_offset"),
-                                 ipc.get("device"))):
-                raise TransportError("bad ipc integers")
-            if ipc["device"] != (expect_device.index or 0):
-                raise TransportError(f"tensor on cuda:{ipc['device']}, expected {expect_device}")
-            needed = (offset + sum((s - 1) * st for s, st in zip(shape, stride)) + 1) if numel else 0
-            if needed * itemsize > size_bytes:
-                raise TransportError("tensor view exceeds its storage")
-            ev = ipc.get("event_handle")
-            storage = torch.UntypedStorage._new_shared_cuda(
-                ipc["device"], _b64(ipc.get("handle"), "handle"), size_bytes, ipc["offset_bytes"],
-                _b64(ipc.get("ref_counter_handle"), "ref counter handle"), ipc["ref_counter_offset"],
-                _b64(ev, "event handle") if ev is not None else None, bool(ipc.get("event_sync_required")),
-            )
-            t = torch.empty(0, dtype=dtype, device=expect_device)
-            t.set_(storage, offset, shape, stride)
+            t = _from_ipc(d, dtype, shape, numel, itemsize, expect_device)
         elif "host_file" in d:
-            claimed = d.get("device")
-            if not (isinstance(claimed, str) and claimed.startswith("cuda")) or expect_device.type != "cuda":
-                raise TransportError("a host copy is of a CUDA tensor, on a CUDA evaluation")
-            if numel == 0:
-                raise TransportError("an empty tensor has no host copy")
-            t = _read_host_copy(d["host_file"], d.get("offset"), numel * itemsize, expect_device)
-            t = t.view(dtype).reshape(shape)
+            t = _from_host_copy(d, dtype, shape, numel, itemsize, expect_device)
         else:
-            k = d.get("blob")
-            if not isinstance(k, int) or not 0 <= k < len(blobs):
-                raise TransportError("bad blob index")
-            data = blobs[k]
-            if len(data) != numel * itemsize:
-                raise TransportError(f"blob holds {len(data)} bytes, shape needs {numel * itemsize}")
-            if numel:
-                buf = data if isinstance(data, bytearray) else bytearray(data)
-                t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
-            else:
-                t = torch.empty(shape, dtype=dtype)
-            claimed = d.get("device", "cpu")
-            if isinstance(claimed, str) and claimed.startswith("cuda"):
-                # An empty CUDA tensor travels as bytes; it stays a CUDA tensor. A tensor the candidate
-                # left on the CPU stays there, so the device check sees it.
-                if expect_device.type != "cuda":
-                    raise TransportError("CUDA tensor received on a CPU evaluation")
-                t = t.to(expect_device)
+            t = _from_blob(d, blobs, dtype, shape, numel, itemsize, expect_device)
         out.append(t)
     return Received(out)
+
+
+def _from_ipc(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,
+              expect_device: torch.device) -> torch.Tensor:
+    """A CUDA tensor shared over CUDA IPC, its view checked against the storage it claims."""
+    if expect_device.type != "cuda":
+        raise TransportError("CUDA tensor received on a CPU evaluation")
+    ipc = d["ipc"]
+    if not isinstance(ipc, dict):
+        raise TransportError("bad ipc block")
+    stride = _int_list(d.get("stride"), "stride")
+    if len(stride) != len(shape):
+        raise TransportError("stride and shape differ in length")
+    offset = d.get("storage_offset")
+    size_bytes = ipc.get("size_bytes")
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+               for x in (offset, size_bytes, ipc.get("offset_bytes"), ipc.get("ref_counter_offset"),
+                         ipc.get("device"))):
+        raise TransportError("bad ipc integers")
+    if ipc["device"] != (expect_device.index or 0):
+        raise TransportError(f"tensor on cuda:{ipc['device']}, expected {expect_device}")
+    needed = (offset + sum((s - 1) * st for s, st in zip(shape, stride)) + 1) if numel else 0
+    if needed * itemsize > size_bytes:
+        raise TransportError("tensor view exceeds its storage")
+    ev = ipc.get("event_handle")
+    storage = torch.UntypedStorage._new_shared_cuda(
+        ipc["device"], _b64(ipc.get("handle"), "handle"), size_bytes, ipc["offset_bytes"],
+        _b64(ipc.get("ref_counter_handle"), "ref counter handle"), ipc["ref_counter_offset"],
+        _b64(ev, "event handle") if ev is not None else None, bool(ipc.get("event_sync_required")),
+    )
+    t = torch.empty(0, dtype=dtype, device=expect_device)
+    t.set_(storage, offset, shape, stride)
+    return t
+
+
+def _from_host_copy(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,
+                    expect_device: torch.device) -> torch.Tensor:
+    """A CUDA tensor a sandboxed candidate wrote to its /dev/shm folder (see :func:`_read_host_copy`)."""
+    claimed = d.get("device")
+    if not (isinstance(claimed, str) and claimed.startswith("cuda")) or expect_device.type != "cuda":
+        raise TransportError("a host copy is of a CUDA tensor, on a CUDA evaluation")
+    if numel == 0:
+        raise TransportError("an empty tensor has no host copy")
+    t = _read_host_copy(d["host_file"], d.get("offset"), numel * itemsize, expect_device)
+    t = t.view(dtype).reshape(shape)
+    return t
+
+
+def _from_blob(d: dict, blobs: list, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,
+               expect_device: torch.device) -> torch.Tensor:
+    """A tensor sent as bytes (CPU evaluations, and empty CUDA tensors)."""
+    k = d.get("blob")
+    if not isinstance(k, int) or not 0 <= k < len(blobs):
+        raise TransportError("bad blob index")
+    data = blobs[k]
+    if len(data) != numel * itemsize:
+        raise TransportError(f"blob holds {len(data)} bytes, shape needs {numel * itemsize}")
+    if numel:
+        buf = data if isinstance(data, bytearray) else bytearray(data)
+        t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
+    else:
+        t = torch.empty(shape, dtype=dtype)
+    claimed = d.get("device", "cpu")
+    if isinstance(claimed, str) and claimed.startswith("cuda"):
+        # An empty CUDA tensor travels as bytes; it stays a CUDA tensor. A tensor the candidate
+        # left on the CPU stays there, so the device check sees it.
+        if expect_device.type != "cuda":
+            raise TransportError("CUDA tensor received on a CPU evaluation")
+        t = t.to(expect_device)
+    return t

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ast
 
-from kernelbench.evaluation.guards.callgraph import Program, Reach
+from kernelbench.evaluation.guards.callgraph import Program
 from kernelbench.evaluation.guards.cuda_text import CudaScan
+from kernelbench.evaluation.guards.reach import Reach
 from kernelbench.evaluation.guards.report import FindingSink
 
 

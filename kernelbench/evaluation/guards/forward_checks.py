@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from kernelbench.evaluation.guards.callgraph import FuncNode, Program, Reach, Summaries
+from kernelbench.evaluation.guards.callgraph import FuncNode, Program
 from kernelbench.evaluation.guards.names import Resolver, matches
+from kernelbench.evaluation.guards.reach import Reach, Summaries
 from kernelbench.evaluation.guards.report import FindingSink
 
 _CLOCKS = frozenset({"time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",

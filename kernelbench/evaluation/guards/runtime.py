@@ -18,8 +18,12 @@ import sys
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kernelbench.results import GuardFinding
+
+if TYPE_CHECKING:
+    from kernelbench.evaluation.protocol import LaunchesReply, ProfileReply
 
 _TORCH_ATTRS = {
     "torch": ["manual_seed", "no_grad", "empty", "zeros", "ones", "rand", "randn", "randint", "allclose", "isclose",
@@ -39,7 +43,9 @@ _TORCH_ATTRS = {
     "os": ["_exit", "kill", "getpid"],
 }
 _OUR_MODULES = (
-    "kernelbench.evaluation.worker", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
+    "kernelbench.evaluation.worker", "kernelbench.evaluation.worker.bound", "kernelbench.evaluation.worker.process",
+    "kernelbench.evaluation.worker.timing", "kernelbench.evaluation.worker.export", "kernelbench.evaluation.worker.trace",
+    "kernelbench.evaluation.protocol", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
     "kernelbench.evaluation.transport", "kernelbench.evaluation.channel", "kernelbench.evaluation.timing",
     "kernelbench.evaluation.compile_cache", "kernelbench.evaluation.guards.runtime",
 )
@@ -241,17 +247,17 @@ def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
     return findings
 
 
-def output_provenance_findings(reply: dict, report: LaunchReport) -> list[GuardFinding]:
+def output_provenance_findings(reply: ProfileReply | LaunchesReply, report: LaunchReport) -> list[GuardFinding]:
     """A warning when outputs were not handed to any of the candidate's own kernels (the decoy of issue 23).
 
     ``reply`` is the worker's profile (GPU) or launch-count (CPU) reply: ``unowned_outputs`` are output
     indices whose storage no own Triton launch was given, ``recorded`` says launches were recorded at all
     (Triton candidates only). Candidates that launched no own kernel already fail ``no-own-kernel``.
     """
-    unowned = reply.get("unowned_outputs") or []
-    if not reply.get("recorded") or not unowned or not report.own_kernels:
+    unowned = reply.unowned_outputs or []
+    if not reply.recorded or not unowned or not report.own_kernels:
         return []
-    n = int(reply.get("n_outputs") or len(unowned))
+    n = int(reply.n_outputs or len(unowned))
     which = ", ".join(str(i) for i in unowned[:8])
     share = report.own_share
     spent = f"; its own kernels took {share:.0%} of the forward's GPU time" if share is not None else ""

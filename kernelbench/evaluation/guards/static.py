@@ -11,12 +11,13 @@ import ast
 import logging
 
 from kernelbench.errors import KernelBenchError
-from kernelbench.evaluation.guards.callgraph import Program, Summaries, walk_from_forward
+from kernelbench.evaluation.guards.callgraph import Program
 from kernelbench.evaluation.guards.checks import NodeChecks
 from kernelbench.evaluation.guards.conformity import check_cuda, check_triton
 from kernelbench.evaluation.guards.cuda_text import scan_cuda
 from kernelbench.evaluation.guards.forward_checks import ForwardChecks
 from kernelbench.evaluation.guards.names import Resolver
+from kernelbench.evaluation.guards.reach import Summaries, walk_from_forward
 from kernelbench.evaluation.guards.report import FindingSink, GuardReport
 
 log = logging.getLogger(__name__)

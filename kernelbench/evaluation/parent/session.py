@@ -1,0 +1,187 @@
+"""One device's session: its reference worker (kept per problem) and the spare workers started ahead.
+
+A spare takes seconds to start (Python, torch, the profiler's imports), so candidate and reference
+workers are started before they are needed; their CUDA contexts are created only while nothing is
+being timed (:meth:`DeviceSession.allow_gpu_init`, :meth:`DeviceSession.quiesce`). On a GPU the
+session also holds the CPU core its timed processes are pinned to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kernelbench.evaluation import protocol
+from kernelbench.evaluation.cpu_affinity import CoreReservation
+from kernelbench.evaluation.parent.workers import Spare, call, confinement_for, start_worker
+from kernelbench.evaluation.sandbox import WorkerProcess
+from kernelbench.evaluation.seeds import INIT_SEED
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.results import Stage
+
+
+def visible_devices() -> list[str]:
+    try:
+        import torch
+
+        n = torch.cuda.device_count()
+    except Exception:
+        n = 0
+    return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
+
+
+def reference_key(job: EvalJob) -> tuple:
+    """What makes two jobs' references the same: the problem, the precision and the tolerance."""
+    s = job.settings
+    tol = s.tolerance
+    return (job.problem.hash, job.problem.level, job.problem.problem_id, s.precision, tol.atol, tol.rtol)
+
+
+@dataclass(frozen=True)
+class ReferenceInfo:
+    """What the reference's setup found out, and the environment its worker reported."""
+
+    stochastic: bool
+    nondeterministic: bool
+    env: dict
+
+
+class DeviceSession:
+    """One device: its reference worker and the spare workers started ahead of need."""
+
+    def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
+                 reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False):
+        self.device = device
+        self.sandbox_mode, self.allow_network = sandbox, allow_network
+        # Raises SandboxUnavailable under "require" before any worker starts.
+        self.confinement = confinement_for(sandbox, device.startswith("cuda"), allow_network)
+        self.reference_env = dict(reference_env or {})  # extra environment for every reference worker
+        self.is_cuda = device.startswith("cuda")
+        self.arch = arch
+        # A spare takes about 6 s to start (Python, torch, the profiler's imports) and a job about 4 s
+        # on a GPU, each consuming one candidate worker: four keep a started one always waiting.
+        self.depth = spares if spares is not None else (4 if self.is_cuda else 1)
+        self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
+        self._spare_candidates: dict[str | None, list[Spare]] = {}
+        self._spare_references: list[Spare] = []
+        self.reference: WorkerProcess | None = None
+        self.reference_key: tuple | None = None
+        self.reference_info: ReferenceInfo | None = None
+        # While timing, the reference and candidate main threads share one reserved CPU (one per GPU),
+        # so a host-bound forward sees the same host speed on both sides; everything else keeps off it.
+        self.slot = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
+        self.cores = CoreReservation.acquire(max(1, len(visible_devices()))) if self.is_cuda else None
+        self._released = not self.is_cuda
+        #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
+        self.in_flight: WorkerProcess | None = None
+        self.aborted = False
+
+    @property
+    def isolation(self) -> str:
+        """What stands between candidate code and this machine: ``sandbox`` or ``process``."""
+        return "sandbox" if self.confinement is not None else "process"
+
+    def check_settings(self, settings: EvalSettings) -> None:
+        if (settings.sandbox, settings.allow_network) != (self.sandbox_mode, self.allow_network):
+            raise ValueError("all jobs on one device session must share the sandbox settings "
+                             f"(session: sandbox={self.sandbox_mode}, allow_network={self.allow_network}; job: "
+                             f"sandbox={settings.sandbox}, allow_network={settings.allow_network})")
+
+    def _spawn(self, role: str, backend: str | None) -> Spare:
+        env = self.reference_env if role == "reference" else None
+        conf = self.confinement if role == "candidate" else None
+        return Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
+
+    def _backend_env_key(self, backend: str) -> str | None:
+        # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.
+        return backend if (not self.is_cuda and backend == "triton") else None
+
+    def _all_spares(self) -> list[Spare]:
+        out = [sp for lst in self._spare_candidates.values() for sp in lst]
+        return out + list(self._spare_references)
+
+    def prime(self, backend: str) -> None:
+        lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
+        while len(lst) < self.depth:
+            lst.append(self._spawn("candidate", backend))
+        self._top_up_references()
+
+    def _top_up_references(self) -> None:
+        # Every new problem takes a fresh reference worker; keep as many ready as candidates.
+        while len(self._spare_references) < self.depth:
+            self._spare_references.append(self._spawn("reference", None))
+
+    def take_reference(self, replace: bool = True) -> WorkerProcess:
+        """A started, initialised reference worker (trusted code only); with ``replace``, another on its way."""
+        spare = self._spare_references.pop(0) if self._spare_references else self._spawn("reference", None)
+        worker = spare.take()
+        if replace:
+            self._top_up_references()
+        return worker
+
+    def allow_gpu_init(self) -> None:
+        """Nothing is being timed now: spares that have started may create their CUDA contexts."""
+        for sp in self._all_spares():
+            sp.begin_init()
+
+    def quiesce(self) -> None:
+        """About to time: every CUDA context creation under way must be over first."""
+        for sp in self._all_spares():
+            sp.finish_init()
+
+    def candidate_worker(self, backend: str) -> WorkerProcess:
+        lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
+        spare = lst.pop(0) if lst else self._spawn("candidate", backend)
+        worker = spare.take()
+        self.prime(backend)
+        return worker
+
+    def reference_for(self, job: EvalJob, probe_seed: int) -> tuple[WorkerProcess, ReferenceInfo]:
+        key = reference_key(job)
+        if self.reference is not None and self.reference_key == key and self.reference.alive():
+            return self.reference, self.reference_info
+        self.drop_reference()
+        worker = self.take_reference()
+        tol = job.settings.tolerance
+        reply, _ = call(worker, protocol.Setup(code=job.problem.code, precision=job.settings.precision,
+                                               atol=tol.atol, rtol=tol.rtol, init_seed=INIT_SEED,
+                                               probe_seed=probe_seed, ieee_fp32=job.settings.ieee_fp32,
+                                               compile_mode=None),
+                        protocol.SetupReply, job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
+        self.reference, self.reference_key = worker, key
+        self.reference_info = ReferenceInfo(stochastic=bool(reply.stochastic),
+                                            nondeterministic=bool(reply.nondeterministic), env=worker.info)
+        return worker, self.reference_info
+
+    def drop_reference(self) -> None:
+        if self.reference is not None:
+            self.reference.close()
+        self.reference, self.reference_key = None, None
+
+    def abort(self) -> None:
+        """Stop the job under way now (Ctrl-C): kill its candidate and the reference worker, and every
+        spare already started. Called from another thread; whatever the job then reports is discarded."""
+        self.aborted = True
+        for w in (self.in_flight, self.reference):
+            if w is not None:
+                w.kill()
+        for sp in self._all_spares():
+            sp.future.cancel()
+            if sp.future.done() and not sp.future.cancelled() and sp.future.exception() is None:
+                sp.future.result().kill()
+
+    def close(self) -> None:
+        self.drop_reference()
+        for sp in self._all_spares():
+            if self.aborted:
+                sp.future.cancel()
+                if sp.future.cancelled():
+                    continue
+            sp.discard()
+        self._spare_candidates.clear()
+        self._spare_references.clear()
+        self._pool.shutdown(wait=False)
+        if not self._released:
+            self._released = True
+            CoreReservation.release()

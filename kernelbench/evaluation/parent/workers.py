@@ -1,0 +1,251 @@
+"""Worker processes as the parent sees them: starting one, calling it, and spares started ahead.
+
+Every command goes through :func:`call`, which turns what can go wrong into three exceptions: the
+command raised in the worker (:class:`WorkerFailed`), it ran past its stage's limit
+(:class:`StageTimeout`; the worker is killed), or the worker died or broke the protocol
+(:class:`WorkerDied`). :func:`reference_call` turns all three into :class:`ReferenceBroken`, since
+a reference that fails is never a verdict on a candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import TypeVar
+
+from kernelbench.evaluation import compile_cache, isolation, protocol
+from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
+from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
+from kernelbench.evaluation.settings import EvalJob
+from kernelbench.results import Stage
+
+log = logging.getLogger(__name__)
+
+WORKER_START_TIMEOUT_S = 180.0
+R = TypeVar("R", bound=protocol.Reply)
+
+
+class WorkerFailed(Exception):
+    """A worker answered a command with an error (the candidate's code raised, or the reference's)."""
+
+    def __init__(self, reply: protocol.ErrorReply):
+        super().__init__(reply.message)
+        self.reply = reply
+
+
+class StageTimeout(Exception):
+    def __init__(self, stage: Stage, what: str, limit_s: float):
+        super().__init__(f"{what} did not finish within {limit_s:g} s")
+        self.stage = stage
+
+
+class WorkerDied(Exception):
+    def __init__(self, what: str, description: str, tail: str):
+        super().__init__(f"the worker process died during {what} ({description})")
+        self.tail = tail
+
+
+class ReferenceBroken(Exception):
+    """The reference worker failed: never the candidate's verdict (before the candidate ran: ours entirely)."""
+
+    def __init__(self, message: str, traceback: str | None = None, before_candidate: bool = False):
+        super().__init__(message)
+        self.traceback = traceback
+        self.before_candidate = before_candidate
+
+
+# ---------------------------------------------------------------------------- calls
+def call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, stage: Stage,
+         what: str, blobs: Sequence[bytes] = ()) -> tuple[R, list]:
+    """Send ``command`` and read its reply, an ``expect``; a malformed reply counts as the worker dying."""
+    try:
+        worker.channel.send(protocol.encode_command(command), blobs)
+        header, out_blobs = worker.channel.recv(timeout)
+        reply, mem = protocol.decode_reply(header, expect)
+    except ChannelTimeout:
+        worker.kill()
+        raise StageTimeout(stage, what, timeout) from None
+    except (ChannelClosed, ProtocolError, OSError) as e:
+        try:
+            worker.proc.wait(timeout=5)
+        except Exception:
+            worker.kill()
+        description = worker.exit_description()
+        if isinstance(e, ProtocolError):  # a worker that breaks the protocol is killed as if it had died
+            description += f"; it had sent a malformed message: {e}"
+        raise WorkerDied(what, description, worker.output_tail()) from None
+    if mem and log.isEnabledFor(logging.DEBUG):
+        log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
+                  mem[0] / 2**30, mem[1] / 2**30)
+    if isinstance(reply, protocol.ErrorReply):
+        raise WorkerFailed(reply)
+    return reply, out_blobs
+
+
+def reference_call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, what: str,
+                   blobs: Sequence[bytes] = ()) -> tuple[R, list]:
+    """:func:`call` for a reference worker: whatever goes wrong is :class:`ReferenceBroken`."""
+    try:
+        return call(worker, command, expect, timeout, Stage.CRASH, what, blobs)
+    except WorkerFailed as e:
+        r = e.reply
+        raise ReferenceBroken(f"reference failed during {what}: {r.type}: {r.message}",
+                              r.traceback) from None
+    except (WorkerDied, StageTimeout) as e:
+        raise ReferenceBroken(f"reference worker failed during {what}: {e}") from None
+
+
+def relayed(cand: WorkerProcess, reply: protocol.ExportReply, where: str) -> protocol.ExportReply:
+    """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_outputs)."""
+    try:
+        return replace(reply, outputs=cand.relay_outputs(reply.outputs), inputs=cand.relay_outputs(reply.inputs))
+    except (ValueError, OSError) as e:
+        raise WorkerFailed(protocol.ErrorReply(where=where, type="TransportError", message=str(e), traceback=None,
+                                               builds=None)) from None
+
+
+def publish_after_exit(worker: WorkerProcess, reply: protocol.LoadReply | protocol.ErrorReply, job: EvalJob) -> None:
+    """Once the worker is gone, copy what it built into the extension cache (trusted code, hashed)."""
+    builds = reply.builds
+    if not builds or not isinstance(builds, list):
+        return
+    scope, namespace = compile_cache.source_scope(job.candidate_source), job.settings.cache_namespace
+
+    def publish(w: WorkerProcess) -> None:
+        if w.dirs is not None:
+            compile_cache.publish_builds(w.dirs.build, builds, scope, namespace)
+
+    worker.after_exit = publish
+
+
+# ---------------------------------------------------------------------------- starting
+def _worker_env(role: str, device: str, backend: str | None, arch: str | None,
+                env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    extra: dict[str, str] = dict(env_extra or {})
+    # Idle OpenMP threads must not spin: workers take turns, and CI machines are small.
+    if "OMP_WAIT_POLICY" not in os.environ:
+        extra["OMP_WAIT_POLICY"] = "PASSIVE"
+    if device == "cpu":
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+        if backend == "triton":
+            extra["TRITON_INTERPRET"] = "1"
+    if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        extra["TORCH_CUDA_ARCH_LIST"] = arch
+    if role == "compile":
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+        extra.setdefault("MAX_JOBS", "2")
+    return scrubbed_environment(extra=extra)
+
+
+def start_worker(role: str, device: str, backend: str | None = None, arch: str | None = None,
+                 init: bool = True, env_extra: Mapping[str, str] | None = None,
+                 confinement: Confinement | None = None) -> WorkerProcess:
+    """Start a worker; with ``init`` also create its CUDA context (see :class:`Spare` for why not always).
+
+    ``env_extra`` adds environment variables (the compile warm-up points torch.compile's caches);
+    ``confinement`` runs it in the OS sandbox (candidate and compile workers only).
+    """
+    if confinement is not None and role == "reference":
+        raise ValueError("the reference worker runs trusted code only and is never confined")
+    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
+    try:
+        header, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
+        msg, _ = protocol.decode_reply(header, protocol.Ready)
+    except (ChannelTimeout, ChannelClosed, ProtocolError):
+        tail = w.output_tail()
+        w.kill()
+        raise RuntimeError(f"could not start a {role} worker on {device}: {w.exit_description()}\n{tail}") from None
+    if isinstance(msg, protocol.ErrorReply):
+        w.kill()
+        raise RuntimeError(f"{role} worker on {device} failed to start: {msg.type}: {msg.message}")
+    _ = w.main_pid  # found now, while the worker runs trusted code only
+    if init:
+        finish_init(w, send_init(w))
+    return w
+
+
+def send_init(w: WorkerProcess) -> float:
+    """Ask the worker to create its CUDA context; returns when (for :func:`finish_init`'s deadline)."""
+    w.channel.send(protocol.encode_command(protocol.Init()))
+    return time.monotonic()
+
+
+def finish_init(w: WorkerProcess, sent_at: float) -> None:
+    """Wait for the worker's :class:`~kernelbench.evaluation.protocol.InitReply`; keep its environment."""
+    remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
+    try:
+        header, _ = w.channel.recv(remaining)
+        reply, _ = protocol.decode_reply(header, protocol.InitReply)
+    except (ChannelTimeout, ChannelClosed, ProtocolError):
+        tail = w.output_tail()
+        w.kill()
+        raise RuntimeError(f"could not initialise a {w.role} worker on {w.device}: {w.exit_description()}\n{tail}") from None
+    if isinstance(reply, protocol.ErrorReply):
+        w.kill()
+        raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.type}: "
+                           f"{reply.message}")
+    w.info = reply.env or {}
+    w.preloaded = list(reply.preloaded or [])
+
+
+class Spare:
+    """A worker started ahead of need.
+
+    Starting Python and importing torch happens whenever; creating the CUDA context (and starting
+    the profiler) disturbs other processes' GPU timings, so it happens only when the session says
+    nothing is being timed (``begin_init``), and is finished before the next timing (``finish_init``).
+    """
+
+    def __init__(self, future: Future):
+        self.future = future
+        self.worker: WorkerProcess | None = None
+        self.init_sent: float | None = None
+        self.ready = False
+
+    def begin_init(self) -> None:
+        if self.ready or self.init_sent is not None or not self.future.done():
+            return
+        try:
+            self.worker = self.future.result()
+            self.init_sent = send_init(self.worker)
+        except Exception:
+            self.ready = True  # a broken spare; take() re-raises its error
+
+    def finish_init(self) -> None:
+        if self.init_sent is not None and not self.ready:
+            self.ready = True
+            finish_init(self.worker, self.init_sent)
+
+    def take(self) -> WorkerProcess:
+        worker = self.future.result()
+        if self.init_sent is None:
+            self.worker = worker
+            self.init_sent = send_init(worker)
+        self.finish_init()
+        return worker
+
+    def discard(self) -> None:
+        try:
+            worker = self.future.result(timeout=WORKER_START_TIMEOUT_S)
+        except Exception:
+            return
+        if self.init_sent is not None and not self.ready:
+            try:
+                self.finish_init()
+            except Exception:
+                return
+        worker.close()
+
+
+def confinement_for(mode: str, gpu: bool, allow_network: bool = False) -> Confinement | None:
+    """The sandbox candidate workers get under ``mode`` (None: process isolation; may raise SandboxUnavailable)."""
+    support = isolation.resolve(mode, gpu, allow_network)
+    if support is None or support.bwrap is None:
+        return None
+    root = compile_cache.base_root()
+    root.mkdir(parents=True, exist_ok=True)  # bound read-only into the sandbox: it must exist first
+    return Confinement(support.bwrap, allow_network, str(root))

@@ -1,0 +1,428 @@
+"""The worker process: its state, the commands every role shares, the command loop and the entry point.
+
+See the package's docstring for the roles. Timing, exporting outputs and launch tracing are mixins in
+:mod:`.timing`, :mod:`.export` and :mod:`.trace`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import traceback
+from typing import Any
+
+from kernelbench.evaluation import protocol
+from kernelbench.evaluation.worker.bound import active_count as _active_count
+from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
+from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
+from kernelbench.evaluation.worker.timing import TimingCommands, WallEvent
+from kernelbench.evaluation.worker.trace import TraceCommands
+
+#: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
+#: a call's outputs live in memory the next call overwrites.
+GRAPH_REPLAY_MODES = ("cudagraphs", "max-autotune", "reduce-overhead")
+
+
+def _error_reply(e: BaseException, where: str, builds: list | None = None) -> protocol.ErrorReply:
+    try:
+        message = str(e)
+    except Exception:
+        message = "<unprintable exception>"
+    try:
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    except Exception:
+        tb = None
+    return protocol.ErrorReply(where=where, type=type(e).__name__, message=message, traceback=tb, builds=builds)
+
+
+#: Set to "1" in a reference worker's environment to import :data:`COMPILER_MODULES` at start.
+PRELOAD_COMPILER_ENV = "KB_WORKER_PRELOAD_COMPILER"
+#: What torch.compile imports on first use (Dynamo when called, Inductor at the first compiled call).
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+class Worker(ExportCommands, TimingCommands, TraceCommands):
+    """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
+
+    def __init__(self, role: str, device: str):
+        import torch
+
+        self.torch = torch
+        self.role = role
+        self.device = torch.device(device)
+        self.is_cuda = self.device.type == "cuda"
+        self.problem = None
+        self.model = None
+        self.precision = "fp32"
+        self.atol = self.rtol = 0.0
+        self.slots: dict[str, tuple[list, Any]] = {}
+        self.exported: Any = None
+        self.last: tuple[list, Any] | None = None
+        self.arena = ExportArena(self.torch, self.device)
+        self.snapshot = None
+        self.threads_before = _active_count()
+        self.interp_launches: dict[str, int] = {}
+        from kernelbench.evaluation.provenance import LaunchRecorder
+
+        self.launch_recorder = LaunchRecorder()
+        self.l2_flush = None
+        self.cushion_cycles: int | None = None  # spin before each timed call, calibrated on first use
+        self.initialized = False
+        if role in ("candidate", "reference"):
+            # Imported now so nothing the candidate does later can be confused with our own imports.
+            import torch.profiler  # noqa: F401
+
+            if self.is_cuda:  # only CUDA evaluations profile (the CPU path counts interpreter launches)
+                self._warm_profiler()
+        self.preloaded: list[str] = []
+        if role == "reference" and os.environ.get(PRELOAD_COMPILER_ENV) == "1":
+            # A baseline worker started ahead imports torch.compile's machinery while it waits, instead
+            # of inside its timed measurement's setup (a few seconds each on the lent machines).
+            import importlib
+
+            for name in COMPILER_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # torch.compile will raise it again where the measurement records it
+                    break
+                self.preloaded.append(name)
+        from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
+
+        self.compare = compare
+        self.fingerprinter = compare.Fingerprinter()
+        self.inputs = inputs
+        self.transport = transport
+        self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
+
+    def cmd_init(self, cmd: protocol.Init, blobs: list) -> tuple[protocol.Reply, list]:
+        """Create the CUDA context. Separate from process start so the parent can keep spare workers
+        importing torch at any time but touching the GPU only when nothing is being timed."""
+        torch = self.torch
+        if self.is_cuda and self.role != "compile" and not self.initialized:
+            torch.cuda.set_device(self.device)
+            torch.cuda.init()
+            torch.empty(1, device=self.device).add_(1)
+            torch.cuda.synchronize()
+            self._sync = torch._C._cuda_synchronize
+            self._EventBase = torch._C._CudaEventBase
+            self._record = torch._C._CudaEventBase.record
+            self._elapsed = torch._C._CudaEventBase.elapsed_time
+            self._event_sync = torch._C._CudaEventBase.synchronize
+            self.stream = torch.cuda.current_stream(self.device)
+        elif not self.is_cuda and not self.initialized:
+            # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
+            self._sync = lambda: None
+            self._EventBase = WallEvent
+            self._record = WallEvent.record
+            self._elapsed = WallEvent.elapsed_time
+            self._event_sync = WallEvent.synchronize
+            self.stream = None
+        self.initialized = True
+        return protocol.InitReply(env=self.environment(), preloaded=self.preloaded), []
+
+    # ------------------------------------------------------------------ helpers
+    def _warm_profiler(self) -> None:
+        """Run the profiler once on the CPU when the process starts, before any CUDA context exists.
+
+        The first profile costs seconds of imports (hundreds of modules) and rebinds torch functions,
+        which must happen before the patch snapshot; CPU work only, so a spare does it while another
+        process is timed. CUPTI itself starts only at the launch trace, after timing, so neither
+        process has it running while the two are timed."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]):
+            self.torch.ones(8).add_(1)
+
+    def _collect_cycles(self) -> None:
+        """Free outputs caught in reference cycles (candidate or problem code can make them), which
+        would otherwise stay allocated until the cyclic collector happens to run. A full collection
+        costs about 0.2 s once the profiler's modules are loaded, so only when memory is held beyond
+        the export arena."""
+        if not self.is_cuda:
+            return  # host memory: Python's own collector runs often enough there
+        held = self.torch.cuda.memory_allocated(self.device)
+        arena = self.arena.buf.numel() if self.arena.buf is not None else 0
+        flush = self.l2_flush.numel() if self.l2_flush is not None else 0
+        if held > arena + flush + 64 * 1024 * 1024:
+            gc.collect()
+
+    def _release_cached_memory(self) -> None:
+        """Give cached blocks back to the driver: two processes share one GPU."""
+        if self.is_cuda:
+            self._sync()
+            self.torch.cuda.empty_cache()
+
+    def environment(self) -> dict:
+        from kernelbench.evaluation.environment import collect
+
+        return collect(self.device)
+
+    def _no_grad(self):
+        return self.torch.no_grad()
+
+    def _set_fp32_math(self, ieee: bool) -> None:
+        """Before the model is built: with ``ieee`` no library call may round fp32 operands to TF32."""
+        self.torch.backends.cudnn.allow_tf32 = not ieee
+        self.torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default too, stated so it holds
+
+    def _make_inputs(self, seed: int) -> list:
+        return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+
+    def _forward(self, inputs: list, fwd_seed: int):
+        self.inputs.seed_everything(fwd_seed)
+        with self._no_grad():
+            return self.model(*inputs)
+
+    def _poison(self, inputs: list) -> None:
+        """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
+        torch = self.torch
+        in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        free, _ = torch.cuda.mem_get_info(self.device)
+        size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
+        if size > 0:
+            big = torch.empty(size, dtype=torch.uint8, device=self.device)
+            big.fill_(0xFF)
+            del big
+        small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
+        del small
+
+    # ------------------------------------------------------------------ commands
+    def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
+        """Reference: build Model and find out whether its forward is random."""
+        self.precision = cmd.precision
+        self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
+        self._set_fp32_math(bool(cmd.ieee_fp32))
+        self.problem = self.inputs.load_module(cmd.code, "kb_problem", "<problem>")
+        self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
+                                             int(cmd.init_seed), self.device, self.precision)
+        mode = cmd.compile_mode
+        if mode:
+            # Baselines: the same reference under torch.compile (compiled lazily, at the first call).
+            if mode == "cudagraphs":
+                self.model = self.torch.compile(self.model, backend="cudagraphs")
+            else:
+                self.model = self.torch.compile(self.model, mode=mode)
+        stochastic = nondeterministic = False
+        first_call_s = None
+        if cmd.probe_seed is not None and isinstance(self.model, self.torch.nn.Module):
+            state = {k: v.clone() for k, v in self.model.state_dict().items()}
+            x = self._make_inputs(int(cmd.probe_seed))
+            # CUDA-graph replays write their outputs into memory the next replay reuses: keep copies.
+            keep = self._cloned if mode in GRAPH_REPLAY_MODES else (lambda out: out)
+            t0 = _perf_counter()
+            a = keep(self._forward(x, 1))
+            self._sync()
+            first_call_s = _perf_counter() - t0  # for compile modes: compiling, from scratch or from cache
+            b = self._forward(x, 2)
+            tree, leaves = self.transport.flatten(b)
+            if not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok:
+                stochastic = True
+                self.model.eval()
+                a = keep(self._forward(x, 3))
+                b = self._forward(x, 4)
+                tree, leaves = self.transport.flatten(b)
+                nondeterministic = not self.compare.compare_outputs(tree, leaves, a, self.atol, self.rtol).ok
+            self.model.load_state_dict(state)
+            del a, b, x, state
+            self._release_cached_memory()
+        compiled = bool(mode and first_call_s is not None)
+        return protocol.SetupReply(stochastic=stochastic, nondeterministic=nondeterministic,
+                                   compile_s=first_call_s if compiled else None,
+                                   compile_cache=self._compile_cache_counters() if compiled else None), []
+
+    def _cloned(self, out):
+        tree, leaves = self.transport.flatten(out)
+        return rebuild(tree, [t.clone() if isinstance(t, self.torch.Tensor) else t for t in leaves])
+
+    def _compile_cache_counters(self) -> dict:
+        """Inductor's cache hits and misses in this process (was a compiled reference built or loaded?)."""
+        try:
+            from torch._dynamo.utils import counters
+        except Exception:
+            return {}
+        return {k: int(v) for k, v in counters["inductor"].items() if "cache" in k}
+
+    def cmd_load(self, cmd: protocol.Load, blobs: list) -> tuple[protocol.Reply, list]:
+        """Candidate or compile worker: import the candidate (building its kernels) and build ModelNew."""
+        from kernelbench.evaluation import compile_cache
+        from kernelbench.evaluation.guards import runtime as rt
+
+        self.precision = cmd.precision
+        self._set_fp32_math(bool(cmd.ieee_fp32))
+        self.problem = self.inputs.load_module(cmd.problem_code, "kb_problem", "<problem>")
+        if self.role in ("candidate", "compile"):
+            compile_cache.set_namespace(cmd.cache_namespace)
+            compile_cache.set_scope(cmd.cache_scope)
+            compile_cache.install()
+        if not self.is_cuda and cmd.backend == "triton":
+            self._count_interpreter_launches()
+        if self.role == "candidate" and cmd.backend == "triton":
+            self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
+        self.snapshot = rt.PatchSnapshot.take()
+        self.threads_before = _active_count()
+        t0 = _perf_counter()
+        stage = "load"
+        try:
+            cand = self.inputs.load_module(cmd.source, "kb_candidate", "<candidate>")
+        except BaseException as e:
+            failed_build = any(ev.get("failed") for ev in compile_cache.BUILD_EVENTS)
+            return _error_reply(e, "compile" if failed_build else "load", compile_cache.BUILD_EVENTS), []
+        import_s = _perf_counter() - t0
+        builds = list(compile_cache.BUILD_EVENTS)
+        if self.role == "compile":
+            return protocol.LoadReply(import_s=import_s, builds=builds, threads_started=0, findings=[]), []
+        model_cls = getattr(cand, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            what = "is not a class" if model_cls is not None else "is not defined"
+            return protocol.ErrorReply(where=stage, type="MissingModelNew", message=f"the candidate's ModelNew {what}",
+                                       traceback=None, builds=builds), []
+        try:
+            self.model = self.inputs.build_model(model_cls, self.problem.get_init_inputs, int(cmd.init_seed),
+                                                 self.device, self.precision)
+            if cmd.eval_mode and isinstance(self.model, self.torch.nn.Module):
+                self.model.eval()
+        except BaseException as e:
+            return _error_reply(e, "init", builds), []
+        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), "at import")
+        threads = _active_count() - self.threads_before
+        return protocol.LoadReply(import_s=import_s, builds=builds, threads_started=threads,
+                                  findings=[f.model_dump() for f in findings]), []
+
+    def cmd_run(self, cmd: protocol.Run, blobs: list) -> tuple[protocol.Reply, list]:
+        """One correctness trial on fresh inputs from ``seed``."""
+        x = self._make_inputs(int(cmd.seed))
+        if self.role == "candidate":
+            if self.is_cuda and cmd.poison:
+                self._poison(x)
+            out = self._forward(x, int(cmd.fwd_seed))
+            # Snapshot what exists when forward returns, in stream order: work finished later by a
+            # thread or another stream does not count.
+            tree, leaves = self.transport.flatten(out)
+            snap = self._snapshot(leaves, x)
+            if self.is_cuda:
+                self._sync()
+            threads = _active_count() - self.threads_before
+            payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
+            return protocol.ExportReply(**payload, threads_started=threads), out_blobs
+        out = self._forward(x, int(cmd.fwd_seed))
+        if self.is_cuda:
+            self._sync()
+        self.slots[str(cmd.slot)] = (x, out)
+        return protocol.DoneReply(), []
+
+    def cmd_compare(self, cmd: protocol.Compare, blobs: list) -> tuple[protocol.Reply, list]:
+        """Reference: compare a candidate's exported outputs with the slot's reference outputs."""
+        key = str(cmd.slot)
+        x, ref_out = self.slots[key] if key != "last" else self.last
+        try:
+            outs, ins = self._received(cmd, blobs)
+        except Exception as e:
+            return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
+                                         max_abs=None, max_rel=None, inputs_modified=False), []
+        comp = self.compare.compare_outputs(cmd.tree, outs.tensors, ref_out, self.atol, self.rtol)
+        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
+        modified = None
+        if len(ins.tensors) != len(ref_inputs):
+            modified = "the candidate reported a different number of inputs"
+        else:
+            for k, (a, b) in enumerate(zip(ins.tensors, ref_inputs)):
+                if not self.compare.tensors_equal(a, b):
+                    modified = f"input {k} was modified in place by the candidate"
+                    break
+        if self.is_cuda:
+            self._sync()
+        del outs, ins
+        if key != "last":
+            self.slots.pop(key, None)
+        return protocol.CompareReply(passed=comp.ok and modified is None, reason=comp.reason or modified,
+                                     max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
+                                     inputs_modified=modified is not None), []
+
+    def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
+        self.exported = None
+        self._collect_cycles()
+        if self.is_cuda:
+            self._sync()
+            # Blocks shared over CUDA IPC stay alive until collected, even after the reader let go.
+            self.torch.cuda.ipc_collect()
+        return protocol.DoneReply(), []
+
+    def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
+        x, out = self.last
+        payload, b = self._export(out, x)
+        return protocol.ExportReply(**payload, threads_started=None), b
+
+    def cmd_check_patches(self, cmd: protocol.CheckPatches, blobs: list) -> tuple[protocol.Reply, list]:
+        from kernelbench.evaluation.guards import runtime as rt
+
+        if self.snapshot is None:
+            return protocol.PatchReply(findings=[], threads_started=None), []
+        findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), cmd.when)
+        return protocol.PatchReply(findings=[f.model_dump() for f in findings],
+                                   threads_started=_active_count() - self.threads_before), []
+
+
+def serve(role: str, device: str, fd: int) -> None:
+    from kernelbench.evaluation.channel import Channel, ChannelClosed, ProtocolError
+
+    channel = Channel.from_fd(fd)
+    try:
+        worker = Worker(role, device)
+        channel.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
+    except BaseException as e:
+        channel.send(protocol.encode_reply(_error_reply(e, "start")))
+        return
+    while True:
+        try:
+            header, blobs = channel.recv()
+        except ChannelClosed:
+            return
+        try:
+            cmd = protocol.decode_command(header)
+        except ProtocolError as e:
+            channel.send(protocol.encode_reply(protocol.ErrorReply(where="protocol", type="ProtocolError",
+                                                                   message=str(e), traceback=None, builds=None)))
+            continue
+        if isinstance(cmd, protocol.Exit):
+            return
+        handler = getattr(worker, f"cmd_{cmd.NAME}", None)
+        if handler is None:
+            channel.send(protocol.encode_reply(protocol.ErrorReply(where="protocol", type="UnknownCommand",
+                                                                   message=cmd.NAME, traceback=None, builds=None)))
+            continue
+        try:
+            reply, out_blobs = handler(cmd, blobs)
+        except BaseException as e:  # SystemExit and KeyboardInterrupt from candidate code included
+            reply, out_blobs = _error_reply(e, cmd.NAME), []
+        cuda_mem = None
+        if worker.is_cuda and worker.torch.cuda.is_initialized():
+            # Bytes this process holds after the command (allocator counters, no CUDA call): the parent
+            # logs them, so a problem that runs out of memory shows which process kept what.
+            try:
+                cuda_mem = [worker.torch.cuda.memory_allocated(worker.device),
+                            worker.torch.cuda.memory_reserved(worker.device)]
+            except Exception:
+                pass
+        try:
+            channel.send(protocol.encode_reply(reply, cuda_mem), out_blobs)
+        except ChannelClosed:
+            return
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="kernelbench-worker")
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--role", choices=["reference", "candidate", "compile"], required=True)
+    p.add_argument("--device", required=True)
+    args = p.parse_args(argv)
+    try:
+        serve(args.role, args.device, args.fd)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter shutdown: candidate atexit handlers and threads must not outlive the verdict.
+        os._exit(0)
+
+

@@ -1,0 +1,150 @@
+"""The worker's timing: L2 flush, launch cushion, CUDA events (or wall-clock ones on the CPU), the timed loop.
+
+A mixin of :class:`~kernelbench.evaluation.worker.process.Worker`: it uses the worker's model, inputs,
+stream and the event functions :meth:`~kernelbench.evaluation.worker.process.Worker.cmd_init` bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelbench.evaluation import protocol
+from kernelbench.evaluation.worker.bound import active_count as _active_count
+from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
+
+
+class WallEvent:
+    """CPU stand-in for a CUDA event (CPU work is synchronous, so the wall clock is the runtime)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, enable_timing: bool = True):
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = _perf_counter()
+
+    def elapsed_time(self, end: WallEvent) -> float:
+        return (end.t - self.t) * 1000.0
+
+    def synchronize(self) -> None:
+        pass
+
+
+class TimingCommands:
+    """The ``time`` command and what it needs (a mixin of Worker)."""
+
+    def _flush(self) -> None:
+        torch = self.torch
+        if not self.is_cuda:
+            return
+        if self.l2_flush is None:
+            props = torch.cuda.get_device_properties(self.device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 1024 * 1024
+            self.l2_flush = torch.empty(max(2 * l2, 128 * 1024 * 1024), dtype=torch.uint8, device=self.device)
+        self.l2_flush.zero_()
+
+    def _cushion(self) -> None:
+        """Queue the launch cushion (``timing.LAUNCH_CUSHION_US`` of spin) so the start event finds the GPU busy."""
+        if not self.is_cuda:
+            return
+        if self.cushion_cycles is None:
+            self.cushion_cycles = self._calibrate_cushion()
+        if self.cushion_cycles:
+            with self.torch.cuda.stream(self.stream):
+                self.torch.cuda._sleep(self.cushion_cycles)
+
+    def _calibrate_cushion(self) -> int:
+        """Spin cycles for the cushion, from a timed spin. Done at the first timed call, not at init: a
+        spare initialises while another worker is being timed, and its spins would land in that timing."""
+        from kernelbench.evaluation.timing import cushion_cycles, launch_cushion_us
+
+        torch = self.torch
+        us = launch_cushion_us()
+        cycles, ms = 200_000, 0.0
+        if us > 0:
+            with torch.cuda.stream(self.stream):
+                for _ in range(2):  # the first spin also pays for loading the kernel
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record(self.stream)
+                    torch.cuda._sleep(cycles)
+                    b.record(self.stream)
+                    b.synchronize()
+                    ms = a.elapsed_time(b)
+        return cushion_cycles(us, cycles, ms)
+
+    def cmd_time(self, cmd: protocol.Time, blobs: list) -> tuple[protocol.Reply, list]:
+        """Time calls on fresh inputs per call, flushing L2 before each, all streams drained after.
+
+        Each call's start event is queued behind the launch cushion, so it measures the forward, not
+        how late the host was to launch it."""
+        seeds = [int(s) for s in cmd.seeds]
+        fwd_seeds = [int(s) for s in cmd.fwd_seeds]
+        warmup = bool(cmd.warmup)
+        want_fp = bool(cmd.fingerprint)
+        if warmup:
+            self.exported = None
+            self.last = None
+            self._collect_cycles()
+            self._release_cached_memory()
+        times, drained, fps, bounds, calls, wall = self._timed_calls(seeds, fwd_seeds, warmup, want_fp)
+        return protocol.TimeReply(times_ms=times, drained_ms=drained, wall_s=wall, calls=calls, fingerprints=fps,
+                                  bounds=bounds, threads_started=_active_count() - self.threads_before), []
+
+    def _timed_calls(self, seeds: list[int], fwd_seeds: list[int], warmup: bool,
+                     want_fp: bool) -> tuple[list, list, list, list, int, float]:
+        """One call per seed (warm-up: until settled); per call its event and drained times, and with
+        ``want_fp`` its outputs' fingerprints and bounds. The last call's inputs and outputs are kept."""
+        torch = self.torch
+        # Both roles compute the bounds (only the reference's are used): the work between two timed
+        # calls must be the same on both sides, or the GPU arrives at each timed call in a different
+        # state (on the H100 short memory-bound problems timed up to 9% apart with identical code).
+        want_bounds = want_fp
+        from kernelbench.evaluation.timing import warmup_settled
+
+        EventBase = self._EventBase
+        times, drained, fps, bounds = [], [], [], []
+        t_start = _perf_counter()
+        i = 0
+        x = out = None
+        if self.last is not None:
+            self.last = None
+        while True:
+            k = i % len(seeds)
+            x = out = None  # free the previous call's tensors before allocating the next
+            x = self._make_inputs(seeds[k])
+            self._flush()
+            self.inputs.seed_everything(fwd_seeds[k])
+            e0 = EventBase(enable_timing=True)
+            e1 = EventBase(enable_timing=True)
+            e2 = EventBase(enable_timing=True)
+            with self._no_grad():
+                self._cushion()
+                self._record(e0, self.stream)
+                out = self.model(*x)
+                self._record(e1, self.stream)
+                self._sync()
+                self._record(e2, self.stream)
+                self._event_sync(e2)
+            times.append(self._elapsed(e0, e1))
+            drained.append(self._elapsed(e0, e2))
+            i += 1
+            if warmup:
+                if warmup_settled(times, _perf_counter() - t_start):
+                    break
+                continue
+            if want_fp:
+                _, leaves = self.transport.flatten(out)
+                plain = [t for t in leaves if type(t) is torch.Tensor]
+                fps.append(self.fingerprinter.sums(plain))
+                if want_bounds:
+                    bounds.append(self.fingerprinter.bounds(plain, self.atol, self.rtol))
+                # Nothing may keep this call's output alive into the next timed call: its replacement
+                # would need a new block, allocated inside the timed region.
+                del leaves, plain
+            if i >= len(seeds):
+                break
+        wall = _perf_counter() - t_start
+        self.last = (x, out)
+        return times, drained, fps, bounds, i, wall
+
