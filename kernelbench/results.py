@@ -198,6 +198,12 @@ class EnvironmentInfo(BaseModel):
         default=None, description="What confined the candidate: 'sandbox' (own PID, mount and network namespaces, "
                                   "unprivileged user) or 'process' (a fresh process with a scrubbed environment only).")
     network: bool | None = Field(default=None, description="Whether the candidate could reach a network.")
+    launch_cushion_us: int | None = Field(
+        default=None, description="GPU only: microseconds of device spin queued before each timed call "
+                                  "(EvalSettings.launch_cushion_us; 0: none).")
+    cpu_pinned: bool | None = Field(
+        default=None, description="GPU only: whether the timed pair's main threads shared one reserved CPU "
+                                  "(EvalSettings.pin_cpus, and enough CPUs to reserve one per GPU).")
 
 
 class RooflineInfo(BaseModel):

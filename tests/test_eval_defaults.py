@@ -102,3 +102,29 @@ def test_the_servers_request_defaults_are_eval_settings():
     kb = KBenchEvalRequest(original_model_src="", custom_model_src="")
     assert (kb.backend, kb.num_correct_trials, kb.measure_performance) == (D.backend, D.correctness_trials,
                                                                            D.measure_timing)
+
+
+@pytest.mark.parametrize("bad", [
+    {"compile_timeout_s": 0}, {"compile_timeout_s": -5}, {"min_timing_trials": 0},
+    {"min_timing_trials": 50, "max_timing_trials": 10}, {"target_rse": 0}, {"timing_input_sets": 0},
+    {"review_speedup": -1}, {"launch_cushion_us": -1}, {"launch_cushion_us": 2.5}, {"launch_cushion_us": True},
+])
+def test_settings_refuse_values_that_cannot_time(bad):
+    from kernelbench.evaluation.settings import EvalSettings
+
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        EvalSettings(**bad)
+
+
+def test_cushion_and_pinning_defaults_follow_their_environment_overrides(monkeypatch):
+    from kernelbench.evaluation.settings import EvalSettings
+    from kernelbench.evaluation.timing import LAUNCH_CUSHION_US
+
+    monkeypatch.delenv("KB_LAUNCH_CUSHION_US", raising=False)
+    monkeypatch.delenv("KB_PIN_CPUS", raising=False)
+    s = EvalSettings()
+    assert (s.launch_cushion_us, s.pin_cpus) == (LAUNCH_CUSHION_US, True)
+    monkeypatch.setenv("KB_LAUNCH_CUSHION_US", "0")
+    monkeypatch.setenv("KB_PIN_CPUS", "0")
+    assert (EvalSettings().launch_cushion_us, EvalSettings().pin_cpus) == (0, False)
+    assert EvalSettings(launch_cushion_us=50, pin_cpus=True).to_dict()["launch_cushion_us"] == 50

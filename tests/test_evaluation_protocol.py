@@ -24,7 +24,7 @@ EXAMPLES: list[p.Command | p.Reply] = [
     p.Run(seed=1, fwd_seed=2, slot=None, poison=True),
     p.Compare(slot="last", tree={"t": "tensor", "i": 0}, outputs=[{"blob": 0, "dtype": "float32"}], inputs=[]),
     p.Release(),
-    p.Time(seeds=[1, 2, 3], fwd_seeds=[4, 5, 6], warmup=False, fingerprint=True),
+    p.Time(seeds=[1, 2, 3], fwd_seeds=[4, 5, 6], warmup=False, fingerprint=True, cushion_us=200),
     p.ExportLast(),
     p.CheckPatches(when="while running"),
     p.Profile(seed=3, fwd_seed=4),

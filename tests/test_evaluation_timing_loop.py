@@ -46,6 +46,8 @@ WRONG_WHEN_TIMED = HEAD + (
     "        return x.clamp_min(0) + (1.0 if ModelNew.calls > 10 else 0.0)\n")
 SECRET = b"s" * 32
 TRIALS = 300
+#: Not the default: the settings' cushion must be what every Time command carries.
+CUSHION_US = 37
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,8 @@ def sent(monkeypatch):
 def _settings() -> EvalSettings:
     # A trial limit, no budget to speak of: the loop stops at exactly TRIALS calls on any machine.
     return EvalSettings(backend="torch", device="cpu", seed_secret=SECRET, static_guard=False, correctness_trials=1,
-                        min_timing_trials=TRIALS, max_timing_trials=TRIALS, timing_budget_s=1000.0)
+                        min_timing_trials=TRIALS, max_timing_trials=TRIALS, timing_budget_s=1000.0,
+                        launch_cushion_us=CUSHION_US)
 
 
 def _timed(problem, source: str, sent: list) -> tuple[Verdict, list, Channel, Channel]:
@@ -106,12 +109,12 @@ def test_candidate_timing_warms_up_both_sides_then_times_abba_rounds_on_the_same
 
     warm = protocol.Time(seeds=[derive_seed(SECRET, "warm", i) for i in range(4)],
                          fwd_seeds=[derive_seed(SECRET, "warm-forward", i) for i in range(4)], warmup=True,
-                         fingerprint=False)
+                         fingerprint=False, cushion_us=CUSHION_US)
     expected = [(ref, warm), (cand, warm)]
     for r in range(rounds):
         block = protocol.Time(seeds=[derive_seed(SECRET, "time", r, i) for i in range(n)],
                               fwd_seeds=[derive_seed(SECRET, "time-forward", r, i) for i in range(n)],
-                              warmup=False, fingerprint=True)
+                              warmup=False, fingerprint=True, cushion_us=CUSHION_US)
         expected += [(ref if side == "reference" else cand, block) for side in block_order(r)]
     assert log[:len(expected)] == expected
     assert [type(c) for _, c in log[len(expected):]] == [protocol.ExportLast, protocol.Compare, protocol.Release]
@@ -136,13 +139,15 @@ def test_reference_timing_runs_the_same_loop_with_one_side(problem, sent):
     commands = [c for _, c in sent]
     assert isinstance(commands[0], protocol.Setup) and commands[0].compile_mode is None
     warm_seeds = [derive_seed(SECRET, "warm", i) for i in range(4)]
-    assert commands[1] == protocol.Time(seeds=warm_seeds, fwd_seeds=warm_seeds, warmup=True, fingerprint=False)
+    assert commands[1] == protocol.Time(seeds=warm_seeds, fwd_seeds=warm_seeds, warmup=True, fingerprint=False,
+                                        cushion_us=CUSHION_US)
     blocks = commands[2:-1]
     assert isinstance(commands[-1], protocol.Exit)
     n = len(blocks[0].seeds)
     assert len(timing.timing.samples_ms) == len(blocks) * n >= TRIALS
     for r, block in enumerate(blocks):
         seeds = [derive_seed(SECRET, "time", r, i) for i in range(n)]
-        assert block == protocol.Time(seeds=seeds, fwd_seeds=seeds, warmup=False, fingerprint=False)
+        assert block == protocol.Time(seeds=seeds, fwd_seeds=seeds, warmup=False, fingerprint=False,
+                                      cushion_us=CUSHION_US)
     assert timing.note == f"{len(blocks) * n} timed calls in {len(blocks)} rounds; stopped: reached the maximum " \
                           f"of {TRIALS} trials"

@@ -166,9 +166,14 @@ def test_launch_cushion_keeps_host_latency_out_of_the_timed_region(monkeypatch):
     settings = EvalSettings(backend="torch", timing_budget_s=0.3, correctness_trials=1)
     job = EvalJob(problem, identity(LATE_HOST_PROBLEM), settings, 0)
     cushioned, = evaluate_batch([job], devices=["cuda:0"], progress=False)
-    monkeypatch.setenv("KB_LAUNCH_CUSHION_US", "0")
-    bare, = evaluate_batch([job], devices=["cuda:0"], progress=False)
+    monkeypatch.setenv("KB_LAUNCH_CUSHION_US", "0")  # the settings' default follows it from now on
+    bare_settings = EvalSettings(backend="torch", timing_budget_s=0.3, correctness_trials=1)
+    assert bare_settings.launch_cushion_us == 0
+    bare, = evaluate_batch([EvalJob(problem, identity(LATE_HOST_PROBLEM), bare_settings, 0)], devices=["cuda:0"],
+                           progress=False)
     for r in (cushioned, bare):
         assert r.correct and r.runtime is not None and r.ref_runtime is not None, r.error
+    assert (cushioned.environment.launch_cushion_us, bare.environment.launch_cushion_us) == (200, 0)
+    assert isinstance(cushioned.environment.cpu_pinned, bool)
     assert cushioned.runtime.median_ms < 0.05 and cushioned.ref_runtime.median_ms < 0.05
     assert bare.runtime.median_ms > 0.09 and bare.ref_runtime.median_ms > 0.09

@@ -120,13 +120,15 @@ class CoreReservation:
     _saved: set[int] | None = None
 
     @classmethod
-    def acquire(cls, slots: int) -> CorePlan | None:
+    def acquire(cls, slots: int, enabled: bool = True) -> CorePlan | None:
+        """The plan this session times under (None: not pinned). ``enabled=False`` holds the reservation
+        without pinning; a plan another session made is then not used by this one either."""
         with cls._lock:
             cls._users += 1
             if cls._users > 1:
-                return cls._plan
+                return cls._plan if enabled else None
             cls._plan = None
-            if not pinning_enabled() or not hasattr(os, "sched_getaffinity"):
+            if not enabled or not hasattr(os, "sched_getaffinity"):
                 return None
             cls._saved = set(os.sched_getaffinity(0))
             plan = plan_cores(cls._saved, slots)

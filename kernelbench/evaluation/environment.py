@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import platform
-import shutil
-import subprocess
 import sys
 
 from kernelbench import TIMING_PROTOCOL_VERSION
+from kernelbench.hardware import nvidia_smi_query
 
 
 def _smi_query(field: str) -> str | None:
     """One field of ``nvidia-smi --query-gpu`` for the first GPU, without touching CUDA here."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
-    return lines[0].strip() if lines else None
+    values = nvidia_smi_query(field, timeout_s=10)
+    return values[0] if values else None
 
 
 def driver_version() -> str | None:

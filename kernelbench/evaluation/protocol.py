@@ -135,6 +135,8 @@ class Time(Command):
     fwd_seeds: list[int]
     warmup: bool
     fingerprint: bool
+    #: Microseconds of device spin queued before each timed call (``EvalSettings.launch_cushion_us``).
+    cushion_us: int
 
 
 @dataclass(frozen=True)

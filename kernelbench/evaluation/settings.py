@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 from kernelbench.constants import BACKENDS, PRECISIONS
 from kernelbench.constants import TOLERANCE_MODES as _MODES
+from kernelbench.evaluation.cpu_affinity import pinning_enabled
 from kernelbench.evaluation.isolation import SANDBOX_MODES
-from kernelbench.evaluation.timing import EXTENSION_FACTOR
+from kernelbench.evaluation.timing import EXTENSION_FACTOR, launch_cushion_us
 from kernelbench.problems.model import Problem
 
 
@@ -55,6 +56,13 @@ class EvalSettings:
     timing_extension: float = EXTENSION_FACTOR
     #: Distinct input sets rotated through the timed calls (outputs re-checked for each).
     timing_input_sets: int = 3
+    #: Microseconds of device spin queued before each timed call's start event, so the GPU is busy when the
+    #: host launches the forward (``timing.LAUNCH_CUSHION_US``; 0: none). Its default can be overridden with
+    #: ``KB_LAUNCH_CUSHION_US`` for measuring its effect; every result records the value it was timed with.
+    launch_cushion_us: int = field(default_factory=launch_cushion_us)
+    #: On a GPU, the reference's and the candidate's main threads share one reserved CPU while timed
+    #: (``evaluation.cpu_affinity``). Default from ``KB_PIN_CPUS`` (on unless 0); recorded in every result.
+    pin_cpus: bool = field(default_factory=pinning_enabled)
     #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.
     device: str | None = None
     #: Hard limit per stage (import/compile, init, one correctness trial, timing) in seconds.
@@ -92,6 +100,21 @@ class EvalSettings:
             raise ValueError(f"stage_timeout_s must be a positive number of seconds, got {self.stage_timeout_s!r}")
         if self.timing_extension < 1.0:
             raise ValueError("timing_extension must be at least 1 (1: no extension past the budget)")
+        if not self.compile_timeout_s > 0:
+            raise ValueError(f"compile_timeout_s must be a positive number of seconds, got {self.compile_timeout_s!r}")
+        if not 1 <= self.min_timing_trials <= self.max_timing_trials:
+            raise ValueError(f"timing trials: need 1 <= min_timing_trials <= max_timing_trials, got "
+                             f"{self.min_timing_trials} and {self.max_timing_trials}")
+        if not self.target_rse > 0:
+            raise ValueError(f"target_rse must be positive, got {self.target_rse!r}")
+        if self.timing_input_sets < 1:
+            raise ValueError(f"timing_input_sets must be at least 1, got {self.timing_input_sets}")
+        if not self.review_speedup > 0:
+            raise ValueError(f"review_speedup must be positive, got {self.review_speedup!r}")
+        if isinstance(self.launch_cushion_us, bool) or not isinstance(self.launch_cushion_us, int) \
+                or self.launch_cushion_us < 0:
+            raise ValueError(f"launch_cushion_us must be a whole number of microseconds >= 0, "
+                             f"got {self.launch_cushion_us!r}")
 
     @property
     def tolerance(self) -> Tolerance:

@@ -231,6 +231,10 @@ class _Batch:
         if len(modes) > 1:
             raise ValueError(f"the jobs of one batch must share the sandbox settings; got {sorted(modes)}")
         self.sandbox_mode, self.allow_network = modes.pop()
+        pins = {j.settings.pin_cpus for j in jobs}
+        if len(pins) > 1:
+            raise ValueError("the jobs of one batch must share pin_cpus (one CPU reservation per GPU session)")
+        self.pin_cpus = pins.pop() if pins else None
         # Once for the batch: warns or (under "require") raises SandboxUnavailable before anything runs.
         confinement = confinement_for(self.sandbox_mode, use_gpu, self.allow_network)
         self.arch = gpu_compute_capability_from_smi() if use_gpu else None
@@ -288,7 +292,8 @@ class _Batch:
 
     def _device_loop(self, device: str) -> None:
         try:
-            session = DeviceSession(device, self.arch, sandbox=self.sandbox_mode, allow_network=self.allow_network)
+            session = DeviceSession(device, self.arch, sandbox=self.sandbox_mode, allow_network=self.allow_network,
+                                    pin_cpus=self.pin_cpus)
         except Exception as e:  # no session, no evaluation: every job this thread would take is ours to redo
             log.exception("could not open a session on %s", device)
             self.session_error[device] = e

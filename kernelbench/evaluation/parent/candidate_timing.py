@@ -36,14 +36,16 @@ def time_candidate(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerPro
         "candidate": TimedSide("candidate", "candidate",
                                lambda m, t, what: call(cand, m, protocol.TimeReply, t, Stage.TIMING, what)[0]),
     }
-    n = warm_up(list(sides.values()), *seed_lists(secret, "warm", "warm-forward", WARMUP_SEEDS), limit)
+    n = warm_up(list(sides.values()), *seed_lists(secret, "warm", "warm-forward", WARMUP_SEEDS), limit,
+                s.launch_cushion_us)
     rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
                     max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
     r, c = sides["reference"], sides["candidate"]
     rounds, stop_reason = run_rounds(
         sides, block_order, lambda k: seed_lists(secret, "time", "time-forward", n, k), True, limit,
         accept=lambda k, replies: _timed_outputs_match(v, k, replies),
-        stop=lambda k: should_stop(rule, c.samples_ms, r.samples_ms, c.spent_s, r.spent_s, k, block_calls=n))
+        stop=lambda k: should_stop(rule, c.samples_ms, r.samples_ms, c.spent_s, r.spent_s, k, block_calls=n),
+        cushion_us=s.launch_cushion_us)
     if stop_reason is None:
         return
     if not _last_output_matches(job, v, ref, cand, len(c.samples_ms)):

@@ -62,7 +62,9 @@ def _result(session: DeviceSession, job: EvalJob, v: Verdict, started: float) ->
     env = v.environment or environment_from(session.reference_info.env if session.reference_info else None,
                                             session.device)
     env = env.model_copy(update={"isolation": session.isolation,
-                                 "network": session.allow_network if session.confinement is not None else True})
+                                 "network": session.allow_network if session.confinement is not None else True,
+                                 "launch_cushion_us": s.launch_cushion_us if session.is_cuda else None,
+                                 "cpu_pinned": session.cores is not None if session.is_cuda else None})
     result = KernelResult(
         level=job.problem.level, problem_id=job.problem.problem_id, problem_name=job.problem.name,
         problem_hash=job.problem.hash, sample_id=job.sample_id, backend=s.backend, precision=s.precision,

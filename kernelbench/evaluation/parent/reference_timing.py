@@ -109,10 +109,11 @@ def _time_alone(worker: WorkerProcess, mode: str, s: EvalSettings, secret: bytes
     """The reference as the only side: forward seeds equal to input seeds, no fingerprints, no ABBA order."""
     limit = s.stage_timeout_s + s.timing_budget_s * 2
     side = TimedSide("reference", mode, lambda m, t, what: reference_call(worker, m, protocol.TimeReply, t, what)[0])
-    n = warm_up([side], *seed_lists(secret, "warm", None, WARMUP_SEEDS), limit)
+    n = warm_up([side], *seed_lists(secret, "warm", None, WARMUP_SEEDS), limit, s.launch_cushion_us)
     rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s)
     rounds, why = run_rounds(
         {side.name: side}, lambda k: (side.name,), lambda k: seed_lists(secret, "time", None, n, k), False, limit,
         accept=lambda k, replies: True,
-        stop=lambda k: should_stop(rule, side.samples_ms, side.samples_ms, side.spent_s, side.spent_s))
+        stop=lambda k: should_stop(rule, side.samples_ms, side.samples_ms, side.spent_s, side.spent_s),
+        cushion_us=s.launch_cushion_us)
     return side, rounds, why

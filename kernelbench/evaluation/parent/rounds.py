@@ -51,18 +51,19 @@ def seed_lists(secret: bytes, label: str, fwd_label: str | None, count: int,
     return seeds, [seedlib.derive_seed(secret, fwd_label, *where, i) for i in range(count)]
 
 
-def warm_up(sides: Sequence[TimedSide], seeds: list[int], fwd_seeds: list[int], limit_s: float) -> int:
+def warm_up(sides: Sequence[TimedSide], seeds: list[int], fwd_seeds: list[int], limit_s: float,
+            cushion_us: int) -> int:
     """Warm each side up in turn; returns the calls per block, sized by the slowest side's calls."""
     for side in sides:
-        side.warm = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwd_seeds, warmup=True, fingerprint=False),
-                             limit_s, f"{side.label} warm-up")
+        side.warm = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwd_seeds, warmup=True, fingerprint=False,
+                                           cushion_us=cushion_us), limit_s, f"{side.label} warm-up")
     return block_size(max(s.warm.wall_s / max(1, s.warm.calls) for s in sides))
 
 
 def run_rounds(sides: Mapping[str, TimedSide], order: Callable[[int], Sequence[str]],
                block_seeds: Callable[[int], tuple[list[int], list[int]]], fingerprint: bool, limit_s: float,
                accept: Callable[[int, dict[str, protocol.TimeReply]], bool],
-               stop: Callable[[int], tuple[bool, str]]) -> tuple[int, str | None]:
+               stop: Callable[[int], tuple[bool, str]], cushion_us: int) -> tuple[int, str | None]:
     """Time rounds of one block per side until ``stop`` says so; returns the rounds and why they stopped.
 
     Round ``r`` times ``block_seeds(r)`` on each side in ``order(r)``; ``accept`` sees the round's replies
@@ -74,8 +75,8 @@ def run_rounds(sides: Mapping[str, TimedSide], order: Callable[[int], Sequence[s
         replies = {}
         for name in order(rounds):
             side = sides[name]
-            reply = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwds, warmup=False, fingerprint=fingerprint),
-                             limit_s, f"{side.label} timing")
+            reply = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwds, warmup=False, fingerprint=fingerprint,
+                                           cushion_us=cushion_us), limit_s, f"{side.label} timing")
             replies[name] = reply
             side.add(reply)
         if not accept(rounds, replies):

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelbench.evaluation import protocol
-from kernelbench.evaluation.cpu_affinity import CoreReservation
+from kernelbench.evaluation.cpu_affinity import CoreReservation, pinning_enabled
 from kernelbench.evaluation.parent.workers import Spare, call, confinement_for, start_worker
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
@@ -51,7 +51,8 @@ class DeviceSession:
     """One device: its reference worker and the spare workers started ahead of need."""
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
-                 reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False):
+                 reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
+                 pin_cpus: bool | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -71,7 +72,9 @@ class DeviceSession:
         # While timing, the reference and candidate main threads share one reserved CPU (one per GPU),
         # so a host-bound forward sees the same host speed on both sides; everything else keeps off it.
         self.slot = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
-        self.cores = CoreReservation.acquire(max(1, len(visible_devices()))) if self.is_cuda else None
+        #: ``EvalSettings.pin_cpus`` of the session's jobs (None: ``KB_PIN_CPUS``, on unless 0).
+        self.pin_cpus = pinning_enabled() if pin_cpus is None else bool(pin_cpus)
+        self.cores = CoreReservation.acquire(max(1, len(visible_devices())), self.pin_cpus) if self.is_cuda else None
         self._released = not self.is_cuda
         #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
         self.in_flight: WorkerProcess | None = None

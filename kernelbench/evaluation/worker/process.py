@@ -69,6 +69,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.launch_recorder = LaunchRecorder()
         self.l2_flush = None
         self.cushion_cycles: int | None = None  # spin before each timed call, calibrated on first use
+        self.cushion_us: int | None = None  # the cushion those cycles were calibrated for
         self.initialized = False
         if role in ("candidate", "reference"):
             # Imported now so nothing the candidate does later can be confused with our own imports.

@@ -45,7 +45,7 @@ class TimingCommands:
         self.l2_flush.zero_()
 
     def _cushion(self) -> None:
-        """Queue the launch cushion (``timing.LAUNCH_CUSHION_US`` of spin) so the start event finds the GPU busy."""
+        """Queue the launch cushion (``cushion_us`` of spin) so the start event finds the GPU busy."""
         if not self.is_cuda:
             return
         if self.cushion_cycles is None:
@@ -57,10 +57,10 @@ class TimingCommands:
     def _calibrate_cushion(self) -> int:
         """Spin cycles for the cushion, from a timed spin. Done at the first timed call, not at init: a
         spare initialises while another worker is being timed, and its spins would land in that timing."""
-        from kernelbench.evaluation.timing import cushion_cycles, launch_cushion_us
+        from kernelbench.evaluation.timing import cushion_cycles
 
         torch = self.torch
-        us = launch_cushion_us()
+        us = int(self.cushion_us or 0)
         cycles, ms = 200_000, 0.0
         if us > 0:
             with torch.cuda.stream(self.stream):
@@ -82,6 +82,8 @@ class TimingCommands:
         fwd_seeds = [int(s) for s in cmd.fwd_seeds]
         warmup = bool(cmd.warmup)
         want_fp = bool(cmd.fingerprint)
+        if cmd.cushion_us != self.cushion_us:  # calibrated again for another cushion (first call: for the first)
+            self.cushion_us, self.cushion_cycles = int(cmd.cushion_us), None
         if warmup:
             self.exported = None
             self.last = None
