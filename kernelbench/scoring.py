@@ -1,7 +1,7 @@
 """The one scoring module: fast_p, geometric-mean speedups, pass@k, per level and overall.
 
 Used by ``kernelbench analyze``, the leaderboard and CI alike, so a number means the same
-thing everywhere. Conventions (see DESIGN.md):
+thing everywhere. Conventions (docs/leaderboard.md says how they differ from KernelBench's):
 
 * The denominator is the full problem set of a level; a missing result counts as incorrect.
 * Results are matched to problems and baselines by key (level, problem id), never by position.
