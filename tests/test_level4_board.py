@@ -1,0 +1,445 @@
+"""Official level 4 as a board of its own: loaded but never run, validated, evaluated, scored, shown.
+
+The official set is stood in for by the leaderboard fixture problems (levels 1 and 2, written for the
+tests) plus a level 4 of two problems: one shaped like the official ones (a tiny GPT-2 loaded with
+``from_pretrained`` at import, and a trace left whenever its module body runs) and one plain module.
+A manifest written here pins them as the official set (``KERNELBENCH_MANIFEST``). Numbers follow from
+the results' raw samples by hand arithmetic. Nothing reaches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures.hub_models import IMPORT_MARKER_ENV, MARKED_HUB_PROBLEM, MODEL_ID, hub_cache_with_tiny_model
+from fixtures.leaderboard import factory as F
+
+from kernelbench.cli.main import main as kb_main
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.problems import load_board_problems, load_builtin, load_directory, separate_board_levels
+from kernelbench.problems.contract import identity_candidate
+from kernelbench.problems.identity import MANIFEST_ENV, ProblemSetIdentity, identify, write_manifest
+from leaderboard.aggregate import AggregateConfig, aggregate
+from leaderboard.bundle import ResultsBundle, write_bundle
+from leaderboard.data_model import BoardIndex, read_data_file
+from leaderboard.schema import load_submission
+from leaderboard.site import build_site
+from leaderboard.validate import validate_files
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAIN_L4 = '''
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 3.0
+
+def get_inputs():
+    return [torch.randn(8)]
+
+def get_init_inputs():
+    return []
+'''
+HUB_NAME = "1_tiny-gpt2_bs2_seq16"
+#: Triton kernels for the two level-4 problems (submissions are CUDA or Triton; on the CPU, Triton runs
+#: under its interpreter): the hub problem's model, loaded the same way, with its logits copied by a kernel.
+TRITON_L4 = {
+    1: """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from transformers import AutoModelForCausalLM
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, model_name, config):
+        super().__init__()
+        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
+
+    def forward(self, x):
+        logits = self.model(x).logits.contiguous()
+        out = torch.empty_like(logits)
+        n = logits.numel()
+        copy_kernel[(triton.cdiv(n, 4096),)](logits, out, n, BLOCK=4096)
+        return out
+""",
+    2: """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 3.0, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+        return out
+""",
+}
+
+
+def write_official(root: Path) -> Path:
+    """``root/KernelBench``: the fixture levels 1-2 and a level 4 (a hub-model problem and a plain one)."""
+    folder = root / "KernelBench"
+    shutil.copytree(F.PROBLEMS_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "level4").mkdir()
+    (folder / "level4" / f"{HUB_NAME}.py").write_text(MARKED_HUB_PROBLEM)
+    (folder / "level4" / "2_Scale_test.py").write_text(PLAIN_L4)
+    return folder
+
+
+@pytest.fixture
+def official(tmp_path, monkeypatch) -> Path:
+    """The stand-in official set, pinned; runs of its level-4 hub problem are traced to ``marker``."""
+    folder = write_official(tmp_path)
+    pinned = ProblemSetIdentity("kernelbench", "test-rev-l4", identify(load_directory(folder)).hashes)
+    write_manifest(pinned, tmp_path / "manifest.json")
+    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+    monkeypatch.setenv(IMPORT_MARKER_ENV, str(tmp_path / "marker"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    return folder
+
+
+def ran(folder: Path) -> bool:
+    """Whether the level-4 hub problem's module body has run (its trace file exists)."""
+    return (folder.parent / "marker").exists()
+
+
+def entry(root: Path, name: str, keys: list[str], results, gpu: str = "H100", problem_set=None) -> None:
+    sub = load_submission(F.write_submission(root / "submissions" / f"{name}.json", F.submission_dict(
+        name.title(), kernels={k: F.kernel("triton_relu") for k in keys})))
+    write_bundle(ResultsBundle(entry=name, gpu=gpu, submission_sha256=sub.sha256(), problem_source="test",
+                               problem_set=problem_set, evaluated_on="2026-03-01", results=results),
+                 root / "data" / "evaluations")
+
+
+def l4(pid: int, **kw):
+    return F.result(4, pid, HUB_NAME if pid == 1 else "2_Scale_test", **kw)
+
+
+def board(root: Path, folder: Path) -> Path:
+    """alpha: level 1 and level 4; beta: level 1 only; gamma: level 4 only (one of its two kernels wrong)."""
+    problems = load_board_problems("kernelbench", folder)
+    ps = identify(problems).to_dict()
+    entry(root, "alpha", ["level_1_problem_1_sample_0", "level_4_problem_1_sample_0"],
+          [F.result(1, 1, candidate_ms=0.5), l4(1, candidate_ms=0.5)], problem_set=ps)
+    entry(root, "beta", ["level_1_problem_1_sample_0"], [F.result(1, 1, candidate_ms=0.25)], problem_set=ps)
+    entry(root, "gamma", ["level_4_problem_1_sample_0", "level_4_problem_2_sample_0"],
+          [l4(1, candidate_ms=0.25), l4(2, correct=False)], problem_set=ps)
+    # A baseline of levels 1-2 only (every problem 1 ms): it serves the overall board, not level 4.
+    (root / "baselines").mkdir(exist_ok=True)
+    (root / "baselines" / "H100.json").write_text(json.dumps(F.baseline(
+        {(p.level, p.filename): 1.0 for p in problems if p.level != 4})))
+    return root / "baselines" / "H100.json"
+
+
+def config(root: Path) -> AggregateConfig:
+    return AggregateConfig(submissions_dir=root / "submissions", evaluations_dir=root / "data" / "evaluations",
+                           baselines_dir=root / "baselines", exclusions_path=None, out_dir=root / "data")
+
+
+# ---------------------------------------------------------------------------------------- the problems
+def test_the_official_board_loads_level_4_for_a_board_of_its_own_and_never_runs_it(official, tmp_path):
+    problems = load_board_problems("kernelbench", official)
+    assert problems.count_by_level() == {1: 4, 2: 2, 4: 2}
+    assert separate_board_levels(problems) == (4,)
+    assert problems.get(4, 1).requirements == ("transformers",)
+    # The built-in suite's level 4 builds its models offline from a config: in the demo's overall.
+    assert separate_board_levels(load_builtin()) == ()
+    # Problems that do not hash as the pinned set are no official board, level 4 or not.
+    other = tmp_path / "other"
+    shutil.copytree(official, other)
+    (other / "level4" / "2_Scale_test.py").write_text(PLAIN_L4.replace("3.0", "4.0"))
+    assert separate_board_levels(load_directory(other)) == ()
+    assert separate_board_levels(F.problems()) == ()
+    assert not ran(official)
+    # ... and the trace works: running the problem's module body leaves it (here only its first lines).
+    exec(MARKED_HUB_PROBLEM.split("\nimport torch")[0], {})
+    assert ran(official)
+
+
+def test_the_ci_problem_check_counts_level_4_on_its_own_board_without_running_it(official, capsys):
+    sys.path.insert(0, str(ROOT / "scripts" / "ci"))
+    try:
+        import kb_ci
+    finally:
+        sys.path.remove(str(ROOT / "scripts" / "ci"))
+    assert kb_ci.main(["problems", "--source", "kernelbench", "--path", str(official)]) == 0
+    out = capsys.readouterr().out
+    assert "problem set kernelbench@test-rev-l4: 8 problems (level 1: 4, level 2: 2, level 4: 2 (own board))" in out
+    assert not ran(official)
+
+
+# ---------------------------------------------------------------------------------------- validation
+def test_validation_accepts_level_4_kernels_notes_the_hub_and_reports_no_missing_board(official, tmp_path, capsys):
+    problems = load_board_problems("kernelbench", official)
+    with_l4 = F.write_submission(tmp_path / "with_l4.json", F.submission_dict("With L4", kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu"),
+        "level_4_problem_1_sample_0": F.kernel("triton_relu")}))
+    without = F.write_submission(tmp_path / "without.json", F.submission_dict("Without L4", kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu")}))
+    report = validate_files([with_l4, without], problems, use_guard=False)
+    assert report.passed and report.separate_levels == ["4"]
+    a, b = report.files
+    notes = {i.code: i for i in a.issues if i.key == "level_4_problem_1_sample_0"}
+    assert MODEL_ID in notes["needs-hub"].message and "HF_HUB_CACHE" in notes["needs-hub"].message
+    # an entrant's missing level-4 kernel counts as incorrect there; no level-4 kernel at all: not on that board
+    assert a.missing == {"1": [2, 3, 4], "2": [1, 2], "4": [2]}
+    assert any(i.code == "missing-problems" and "on the level-4 board" in i.message for i in a.issues)
+    assert "4" not in b.missing and b.missing["1"] == [2, 3, 4]
+    (info,) = [i for i in b.issues if i.code == "separate-board"]
+    assert info.severity == "info" and "not on the level-4 board" in info.message
+
+    md = report.to_markdown()
+    assert "| Level 1 | Level 2 | Level 4 (own board) |" in md
+    assert "| `with_l4.json` | With L4 | 2 | 1/4 | 0/2 | 1/2 |" in md
+    assert "Level 4 is a board of its own" in md and "not part of the overall score" in md
+    assert "- level 4 (on its own board): 1 of 2 — 2" in md
+
+    # the CLI, on the official board by default
+    assert kb_main(["leaderboard", "validate", str(with_l4), "--no-guard", "--path", str(official)]) == 0
+    out = capsys.readouterr().out
+    assert "level_4_problem_1_sample_0: info:" in out and "[needs-hub]" in out
+    assert not ran(official)
+
+
+# ---------------------------------------------------------------------------------------- aggregation
+def test_level_4_is_scored_and_ranked_apart_from_the_overall(official, tmp_path):
+    baseline_file = board(tmp_path, official)
+    problems = load_board_problems("kernelbench", official)
+    result = aggregate(problems, config(tmp_path))
+    index = read_data_file(tmp_path / "data" / "index.json", BoardIndex)
+    assert index.levels == {"1": 4, "2": 2} and index.separate_levels == {"4": 2}
+    assert len(index.problems) == 8  # level-4 problems have their pages too
+    e = {x.entry: x for x in index.entries}
+
+    # The overall is levels 1-2 only (6 problems), against the baseline (1 ms everywhere).
+    assert e["alpha"].scores.overall.n_problems == 6 and e["alpha"].scores.overall.n_correct == 1
+    assert e["alpha"].scores.overall.fulldeck_geomean == round(2 ** (1 / 6), 6)
+    assert e["beta"].scores.overall.fulldeck_geomean == round(4 ** (1 / 6), 6)
+    assert e["gamma"].scores.overall.n_correct == 0 and e["gamma"].scores.overall.fulldeck_geomean == 1.0
+    assert set(e["alpha"].scores.levels) == {"1", "2"}
+    assert [(x.entry, x.rank) for x in index.entries] == [("beta", 1), ("alpha", 2), ("gamma", 3)]
+    assert e["alpha"].speedup_basis == "baseline eager"
+
+    # Level 4: only entrants; a missing kernel among them is incorrect; in-session reference (no baseline times).
+    assert not e["beta"].on_board("4") and e["beta"].scores.separate == {}
+    a4, g4 = e["alpha"].score("4"), e["gamma"].score("4")
+    assert (a4.n_problems, a4.n_attempted, a4.n_correct) == (2, 1, 1)
+    assert a4.fulldeck_geomean == round(2 ** (1 / 2), 6) and a4.fast_p["fast_1"] == 0.5
+    assert (g4.n_problems, g4.n_attempted, g4.n_correct) == (2, 2, 1) and g4.fulldeck_geomean == 2.0
+    assert e["alpha"].separate_speedup_basis == {"4": "in-session reference"}
+    assert e["alpha"].speedup_basis_for("4") == "in-session reference"
+    assert [(r.entry, r.rank, r.speedup_basis) for r in result.separate[4]] == [
+        ("gamma", 1, "in-session reference"), ("alpha", 2, "in-session reference")]
+    assert [(r.entry, r.rank) for r in result.rows] == [("beta", 1), ("alpha", 2), ("gamma", 3)]
+
+    detail = json.loads((tmp_path / "data" / "results" / "alpha__H100.json").read_text())
+    rows = {r["key"]: r for r in detail["problems"]}
+    assert rows["level_4_problem_1"]["verdict"] == "correct" and rows["level_4_problem_1"]["speedup"] == 2.0
+    assert rows["level_4_problem_2"]["verdict"] == "missing" and rows["level_4_problem_1"]["baseline_ms"] is None
+    assert rows["level_1_problem_1"]["baseline_ms"] == 1.0
+    assert dict(zip(detail["fast_p_curve"]["p"], detail["fast_p_curve"]["level4"]))[1.5] == 0.5
+    beta = json.loads((tmp_path / "data" / "results" / "beta__H100.json").read_text())
+    assert not any(r["level"] == 4 for r in beta["problems"]) and "level4" not in beta["fast_p_curve"]
+    best = json.loads((tmp_path / "data" / "problems" / "level4_1.json").read_text())["best"]["H100"]
+    assert [(b["entry"], b["speedup"]) for b in best] == [("gamma", 4.0), ("alpha", 2.0)]
+
+    # A baseline that does have level-4 times serves the level-4 board too (2 ms: alpha 4x, gamma 8x).
+    body = json.loads(baseline_file.read_text())
+    body["level4"] = {f"{HUB_NAME}.py": {"mean": 2.0, "median": 2.0, "num_trials": 3},
+                      "2_Scale_test.py": {"mean": 2.0, "median": 2.0, "num_trials": 3}}
+    baseline_file.write_text(json.dumps(body))
+    aggregate(problems, config(tmp_path))
+    e = {x.entry: x for x in read_data_file(tmp_path / "data" / "index.json", BoardIndex).entries}
+    assert e["alpha"].separate_speedup_basis == {"4": "baseline eager"}
+    assert e["alpha"].score("4").fulldeck_geomean == round(4 ** (1 / 2), 6)
+    assert e["alpha"].scores.overall.fulldeck_geomean == round(2 ** (1 / 6), 6)  # the overall did not move
+    assert not ran(official)
+
+
+def test_the_cli_prints_the_level_4_board_apart(official, tmp_path, monkeypatch, capsys):
+    board(tmp_path, official)
+    monkeypatch.chdir(tmp_path)
+    assert kb_main(["leaderboard", "aggregate", "--path", str(official), "--baselines-dir", "baselines",
+                    "--exclusions", "none.json"]) == 0
+    out = capsys.readouterr().out
+    overall, level4 = out.split("level 4, a board of its own (not in the overall)")
+    assert "beta" in overall and "gamma" in overall
+    assert "against in-session reference" in level4 and "beta" not in level4.split("wrote")[0]
+    assert level4.index("gamma") < level4.index("alpha")
+
+
+# ---------------------------------------------------------------------------------------- the site
+@pytest.fixture
+def site(official, tmp_path) -> Path:
+    board(tmp_path, official)
+    aggregate(load_board_problems("kernelbench", official), config(tmp_path))
+    build_site(tmp_path / "data", tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_the_level_4_page_is_its_own_board_with_its_own_downloads(site):
+    page = (site / "gpu" / "H100" / "level4.html").read_text()
+    assert "<title>Level 4 (Hugging Face models), not in the overall score · H100" in page
+    assert "A board of its own, not in the overall score." in page
+    assert 'data-entry="gamma"' in page and 'data-entry="alpha"' in page and 'data-entry="beta"' not in page
+    assert page.index('data-entry="gamma"') < page.index('data-entry="alpha"')
+    assert "Not attempted (no level-4 kernel, so not listed): Beta." in page
+    assert "No baseline file has level-4 times" in page and "speedups against in-session reference" in page
+    assert "2 problems" in page and ">1/2<" in page
+    assert "Level 4 (Hugging Face models) · own board</a>" in page
+
+    board = json.loads((site / "gpu" / "H100" / "level4.json").read_text())
+    assert board["board"] == "Level 4 (Hugging Face models), not in the overall score"
+    assert board["in_overall"] is False and board["n_problems"] == 2
+    assert board["speedup_basis"] == "in-session reference"
+    assert [(r["entry"], r["rank"], r["fulldeck"]) for r in board["rows"]] == [
+        ("gamma", 1, 2.0), ("alpha", 2, round(2 ** 0.5, 6))]
+    csv_lines = (site / "gpu" / "H100" / "level4.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("rank,entry,") and [ln.split(",")[1] for ln in csv_lines[1:]] == ["gamma", "alpha"]
+
+    overall = json.loads((site / "gpu" / "H100" / "index.json").read_text())
+    assert overall["in_overall"] is True and overall["n_problems"] == 6
+    assert [r["entry"] for r in overall["rows"]] == ["beta", "alpha", "gamma"]
+
+
+def test_the_overall_links_the_level_4_board_and_says_it_is_apart(site):
+    front = (site / "index.html").read_text()
+    assert "6 problems" in front and "speedups against baseline eager" in front
+    assert 'Also ranked on a board of its own, not in the overall score: <a href="gpu/H100/level4.html">' \
+           "Level 4 (Hugging Face models)</a>." in front
+    for name in ("alpha", "beta", "gamma"):
+        assert f'data-entry="{name}"' in front
+    assert "A board of its own" not in (site / "gpu" / "H100" / "level1.html").read_text()
+    alpha = (site / "entries" / "alpha__H100.html").read_text()
+    assert "Level 4 (Hugging Face models), own board, not in the overall score" in alpha
+    assert "rank\n2 of 2" in alpha and "speedups against in-session reference." in alpha
+    beta = (site / "entries" / "beta__H100.html").read_text()
+    assert "Level 4 (Hugging Face models)" not in beta
+    problem = (site / "problems" / "level4_1.html").read_text()
+    assert "Level 4 (Hugging Face models): own board, not in the overall score" in problem
+    assert "Level 4 (Hugging Face models): a board of its own" in (site / "problems" / "index.html").read_text()
+
+
+def test_an_empty_level_4_board_says_so(official, tmp_path):
+    problems = load_board_problems("kernelbench", official)
+    entry(tmp_path, "beta", ["level_1_problem_1_sample_0"], [F.result(1, 1, candidate_ms=0.25)],
+          problem_set=identify(problems).to_dict())
+    aggregate(problems, config(tmp_path))
+    build_site(tmp_path / "data", tmp_path / "site")
+    page = (tmp_path / "site" / "gpu" / "H100" / "level4.html").read_text()
+    assert "No entry evaluated on H100 has submitted level-4 kernels yet." in page
+    assert 'data-entry="beta"' not in page
+    assert json.loads((tmp_path / "site" / "gpu" / "H100" / "level4.json").read_text())["rows"] == []
+
+
+# ---------------------------------------------------------------------------------------- the CI comment
+def test_the_evaluation_comment_shows_level_4_apart_with_its_own_rank(official, tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts" / "ci"))
+    try:
+        from ci_comments import RunContext, evaluation_comment
+        from ci_score import score_new_bundles
+    finally:
+        sys.path.remove(str(ROOT / "scripts" / "ci"))
+    base = tmp_path / "base"
+    board(base, official)
+    (base / "baselines").rename(base / "baselines-kernelbench")
+    (base / "baselines").mkdir()
+    (base / "baselines-kernelbench").rename(base / "baselines" / "kernelbench")
+    new = tmp_path / "pr"
+    problems = load_board_problems("kernelbench", official)
+    entry(new, "delta", ["level_1_problem_2_sample_0", "level_4_problem_2_sample_0"],
+          [F.result(1, 2, candidate_ms=0.5), l4(2, candidate_ms=0.125)], problem_set=identify(problems).to_dict())
+    (score,) = score_new_bundles(problems, base, new / "submissions", new / "data" / "evaluations")
+    assert score.entry == "delta" and score.overall["n_problems"] == 6 and set(score.levels) == {"1", "2"}
+    four = score.separate["4"]
+    assert (four["rank"], four["n_ranked"], four["speedup_basis"]) == (1, 3, "in-session reference")
+    assert four["score"]["fulldeck_geomean"] == round(8 ** 0.5, 6)
+    body = evaluation_comment([score], RunContext(), problems.source)
+    assert "| level 4 (own board, not in overall) | 2 | 1 | 1 (50.0%) |" in body
+    assert ("Level 4 is a board of its own (Hugging Face models), not in the overall score: rank on `H100` there "
+            "once merged: **#1 of 3**; speedups against in-session reference.") in body
+    assert "| `level_4_problem_2_sample_0` | correct |" in body
+
+
+# ---------------------------------------------------------------------------------------- evaluation
+def test_the_local_runner_gives_a_level_4_kernel_a_clear_result_when_the_cache_lacks_its_model(official, tmp_path,
+                                                                                              monkeypatch):
+    from kernelbench.runners.local import HUB_MISSING_TYPE, LocalRunner
+
+    problem = load_board_problems("kernelbench", official).get(4, 1)
+    job = EvalJob(problem=problem, candidate_source=identity_candidate(problem.code),
+                  settings=EvalSettings(backend="torch", correctness_trials=1, measure_timing=False, device="cpu"))
+    seen: list[int] = []
+    (r,) = LocalRunner().run([job], on_result=lambda i, res: seen.append(i), progress=False)
+    assert seen == [0] and r.infrastructure_failure and not r.correct
+    assert r.error.type == HUB_MISSING_TYPE and r.key == "level_4_problem_1_sample_0"
+    assert r.error.message.startswith(f"level 4 problem 1 ({HUB_NAME}) loads {MODEL_ID} from the Hugging Face hub")
+    assert "set HF_HUB_CACHE to a hub cache holding them" in r.error.message and "--runner modal" in r.error.message
+
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(empty))
+    (r,) = LocalRunner().run([job], progress=False)
+    assert r.infrastructure_failure and f"which the hub cache HF_HUB_CACHE={empty} lacks" in r.error.message
+    assert f"fetch_models(['{MODEL_ID}'], '{empty}')" in r.error.message
+    assert not ran(official)  # nothing was started
+
+
+@pytest.mark.slow
+def test_leaderboard_evaluate_runs_level_4_from_the_local_hub_cache_and_it_lands_on_its_board(official, tmp_path,
+                                                                                             monkeypatch, capsys):
+    """The real evaluator on the CPU: without the model in HF_HUB_CACHE the level-4 kernel gets a per-kernel
+    result saying so and no bundle is written; with it, the same command resumes and evaluates it."""
+    pytest.importorskip("transformers")
+    # The evaluation does run the problem, in workers whose file system is read-only: no trace file here.
+    monkeypatch.delenv(IMPORT_MARKER_ENV)
+    problems = load_board_problems("kernelbench", official)
+    sub = F.write_submission(tmp_path / "submissions" / "alpha.json", F.submission_dict("Alpha", kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu"),
+        "level_4_problem_1_sample_0": TRITON_L4[1], "level_4_problem_2_sample_0": TRITON_L4[2]}))
+    evaluations = tmp_path / "data" / "evaluations"
+    args = ["leaderboard", "evaluate", str(sub), "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+            str(evaluations), "--correctness-trials", "1", "--path", str(official)]
+    assert kb_main(args) == 1
+    err = capsys.readouterr().err
+    assert (f"no verdict for level_4_problem_1_sample_0: infrastructure: HubModelMissing: level 4 problem 1 "
+            f"({HUB_NAME}) loads {MODEL_ID} from the Hugging Face hub") in err
+    assert "run the same command again to resume" in err and not evaluations.exists()
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache_with_tiny_model(tmp_path / "hf")))
+    assert kb_main(args) == 0
+    assert "alpha on CPU: 1 evaluated now, 2 reused from earlier runs" in capsys.readouterr().out
+    bundle = json.loads((evaluations / "alpha__CPU.json").read_text())
+    assert sorted((r["level"], r["problem_id"], r["correct"]) for r in bundle["results"]) == [
+        (1, 1, True), (4, 1, True), (4, 2, True)]
+    assert bundle["problem_set"]["name"] == "kernelbench"
+    assert f"level4/{HUB_NAME}.py" in bundle["problem_set"]["hashes"]
+
+    aggregate(problems, config(tmp_path))
+    (e,) = read_data_file(tmp_path / "data" / "index.json", BoardIndex).entries
+    assert e.scores.overall.n_problems == 6 and e.scores.overall.n_correct == 1
+    assert e.score("4").n_correct == 2 and e.score("4").n_problems == 2
