@@ -15,7 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.hub_models import IMPORT_MARKER_ENV, MARKED_HUB_PROBLEM, MODEL_ID, hub_cache_with_tiny_model
+from fixtures.hub_models import (
+    HUB_PROBLEM_NAME,
+    IMPORT_MARKER_ENV,
+    MARKED_HUB_PROBLEM,
+    MODEL_ID,
+    TRITON_HUB_KERNEL,
+    hub_cache_with_tiny_model,
+)
 from fixtures.leaderboard import factory as F
 
 from kernelbench.cli.main import main as kb_main
@@ -44,38 +51,10 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-HUB_NAME = "1_tiny-gpt2_bs2_seq16"
-#: Triton kernels for the two level-4 problems (submissions are CUDA or Triton; on the CPU, Triton runs
-#: under its interpreter): the hub problem's model, loaded the same way, with its logits copied by a kernel.
-TRITON_L4 = {
-    1: """
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-from transformers import AutoModelForCausalLM
-
-
-@triton.jit
-def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def __init__(self, model_name, config):
-        super().__init__()
-        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
-
-    def forward(self, x):
-        logits = self.model(x).logits.contiguous()
-        out = torch.empty_like(logits)
-        n = logits.numel()
-        copy_kernel[(triton.cdiv(n, 4096),)](logits, out, n, BLOCK=4096)
-        return out
-""",
-    2: """
+HUB_NAME = HUB_PROBLEM_NAME
+#: A Triton kernel for the plain level-4 problem (submissions are CUDA or Triton; on the CPU, Triton runs
+#: under its interpreter).
+TRITON_SCALE = """
 import torch
 import torch.nn as nn
 import triton
@@ -95,8 +74,7 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         scale_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
         return out
-""",
-}
+"""
 
 
 def write_official(root: Path) -> Path:
@@ -420,7 +398,7 @@ def test_leaderboard_evaluate_runs_level_4_from_the_local_hub_cache_and_it_lands
     problems = load_board_problems("kernelbench", official)
     sub = F.write_submission(tmp_path / "submissions" / "alpha.json", F.submission_dict("Alpha", kernels={
         "level_1_problem_1_sample_0": F.kernel("triton_relu"),
-        "level_4_problem_1_sample_0": TRITON_L4[1], "level_4_problem_2_sample_0": TRITON_L4[2]}))
+        "level_4_problem_1_sample_0": TRITON_HUB_KERNEL, "level_4_problem_2_sample_0": TRITON_SCALE}))
     evaluations = tmp_path / "data" / "evaluations"
     args = ["leaderboard", "evaluate", str(sub), "--runs-dir", str(tmp_path / "runs"), "--results-dir",
             str(evaluations), "--correctness-trials", "1", "--path", str(official)]
