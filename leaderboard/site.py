@@ -248,7 +248,8 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
                      gpu_hrefs={g: f"{root}gpu/{g}/{fname}" for g in gpus},
                      scopes=[{"label": lab, "href": f"{root}gpu/{gpu}/{fn}" if gpu else f"{root}index.html",
                               "active": s == scope} for s, lab, fn in scopes],
-                     scope_title=scope_title, rows=rows, n_problems=n, chart=chart,
+                     scope_title=scope_title, scope_noun="overall" if scope == OVERALL else f"level {scope}",
+                     rows=rows, n_problems=n, chart=chart,
                      speedup_basis=" / ".join(basis), pending=index.pending if scope == OVERALL else [],
                      separate=_separate_context(scope, entries, is_separate, basis, index),
                      separate_boards=[{"label": separate_label(lv), "href": f"{root}gpu/{gpu}/level{lv}.html"
@@ -270,7 +271,7 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         same_gpu = [x for x in index.entries if x.gpu == e.gpu]
         page(rel, "entry.html.j2", nav="ranking", e=e,
              level_scores=[(f"Level {lv}", e.score(lv)) for lv in levels] + [("Overall", e.score(OVERALL))] + [
-                 (f"{separate_label(lv)}, own board, {NOT_IN_OVERALL}", e.score(lv))
+                 (f"Level {lv} · own board", e.score(lv))
                  for lv in index.separate_levels if e.on_board(lv)],
              separate_places=[{"label": separate_label(lv), "rank": dict((x.entry, r) for x, r in
                                                                          rank_entries(same_gpu, lv)).get(e.entry),

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from fixtures.hub_models import (
-    HUB_PROBLEM_NAME,
     IMPORT_MARKER_ENV,
     MARKED_HUB_PROBLEM,
     MODEL_ID,
@@ -24,76 +23,36 @@ from fixtures.hub_models import (
     hub_cache_with_tiny_model,
 )
 from fixtures.leaderboard import factory as F
+from fixtures.level4 import (
+    HUB_NAME,
+    PLAIN_L4,
+    TRITON_SCALE,
+    board,
+    config,
+    entry,
+    l4,
+    pin_official,
+    write_official,
+)
 
 from kernelbench.cli.main import main as kb_main
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.problems import load_board_problems, load_builtin, load_directory, separate_board_levels
 from kernelbench.problems.contract import identity_candidate
-from kernelbench.problems.identity import MANIFEST_ENV, ProblemSetIdentity, identify, write_manifest
-from leaderboard.aggregate import AggregateConfig, aggregate
-from leaderboard.bundle import ResultsBundle, write_bundle
+from kernelbench.problems.identity import MANIFEST_ENV, identify
+from leaderboard.aggregate import aggregate
 from leaderboard.data_model import BoardIndex, read_data_file
-from leaderboard.schema import load_submission
 from leaderboard.site import build_site
 from leaderboard.validate import validate_files
 
 ROOT = Path(__file__).resolve().parents[1]
-PLAIN_L4 = '''
-import torch
-
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return x * 3.0
-
-def get_inputs():
-    return [torch.randn(8)]
-
-def get_init_inputs():
-    return []
-'''
-HUB_NAME = HUB_PROBLEM_NAME
-#: A Triton kernel for the plain level-4 problem (submissions are CUDA or Triton; on the CPU, Triton runs
-#: under its interpreter).
-TRITON_SCALE = """
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 3.0, mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        out = torch.empty_like(x)
-        scale_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
-        return out
-"""
-
-
-def write_official(root: Path) -> Path:
-    """``root/KernelBench``: the fixture levels 1-2 and a level 4 (a hub-model problem and a plain one)."""
-    folder = root / "KernelBench"
-    shutil.copytree(F.PROBLEMS_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "level4").mkdir()
-    (folder / "level4" / f"{HUB_NAME}.py").write_text(MARKED_HUB_PROBLEM)
-    (folder / "level4" / "2_Scale_test.py").write_text(PLAIN_L4)
-    return folder
 
 
 @pytest.fixture
 def official(tmp_path, monkeypatch) -> Path:
     """The stand-in official set, pinned; runs of its level-4 hub problem are traced to ``marker``."""
     folder = write_official(tmp_path)
-    pinned = ProblemSetIdentity("kernelbench", "test-rev-l4", identify(load_directory(folder)).hashes)
-    write_manifest(pinned, tmp_path / "manifest.json")
-    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+    monkeypatch.setenv(MANIFEST_ENV, str(pin_official(folder, tmp_path / "manifest.json")))
     monkeypatch.setenv(IMPORT_MARKER_ENV, str(tmp_path / "marker"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
@@ -103,39 +62,6 @@ def official(tmp_path, monkeypatch) -> Path:
 def ran(folder: Path) -> bool:
     """Whether the level-4 hub problem's module body has run (its trace file exists)."""
     return (folder.parent / "marker").exists()
-
-
-def entry(root: Path, name: str, keys: list[str], results, gpu: str = "H100", problem_set=None) -> None:
-    sub = load_submission(F.write_submission(root / "submissions" / f"{name}.json", F.submission_dict(
-        name.title(), kernels={k: F.kernel("triton_relu") for k in keys})))
-    write_bundle(ResultsBundle(entry=name, gpu=gpu, submission_sha256=sub.sha256(), problem_source="test",
-                               problem_set=problem_set, evaluated_on="2026-03-01", results=results),
-                 root / "data" / "evaluations")
-
-
-def l4(pid: int, **kw):
-    return F.result(4, pid, HUB_NAME if pid == 1 else "2_Scale_test", **kw)
-
-
-def board(root: Path, folder: Path) -> Path:
-    """alpha: level 1 and level 4; beta: level 1 only; gamma: level 4 only (one of its two kernels wrong)."""
-    problems = load_board_problems("kernelbench", folder)
-    ps = identify(problems).to_dict()
-    entry(root, "alpha", ["level_1_problem_1_sample_0", "level_4_problem_1_sample_0"],
-          [F.result(1, 1, candidate_ms=0.5), l4(1, candidate_ms=0.5)], problem_set=ps)
-    entry(root, "beta", ["level_1_problem_1_sample_0"], [F.result(1, 1, candidate_ms=0.25)], problem_set=ps)
-    entry(root, "gamma", ["level_4_problem_1_sample_0", "level_4_problem_2_sample_0"],
-          [l4(1, candidate_ms=0.25), l4(2, correct=False)], problem_set=ps)
-    # A baseline of levels 1-2 only (every problem 1 ms): it serves the overall board, not level 4.
-    (root / "baselines").mkdir(exist_ok=True)
-    (root / "baselines" / "H100.json").write_text(json.dumps(F.baseline(
-        {(p.level, p.filename): 1.0 for p in problems if p.level != 4})))
-    return root / "baselines" / "H100.json"
-
-
-def config(root: Path) -> AggregateConfig:
-    return AggregateConfig(submissions_dir=root / "submissions", evaluations_dir=root / "data" / "evaluations",
-                           baselines_dir=root / "baselines", exclusions_path=None, out_dir=root / "data")
 
 
 # ---------------------------------------------------------------------------------------- the problems
@@ -313,8 +239,8 @@ def test_the_overall_links_the_level_4_board_and_says_it_is_apart(site):
         assert f'data-entry="{name}"' in front
     assert "A board of its own" not in (site / "gpu" / "H100" / "level1.html").read_text()
     alpha = (site / "entries" / "alpha__H100.html").read_text()
-    assert "Level 4 (Hugging Face models), own board, not in the overall score" in alpha
-    assert "rank\n2 of 2" in alpha and "speedups against in-session reference." in alpha
+    assert "<td>Level 4 · own board</td>" in alpha
+    assert "Level 4 (Hugging Face models) is a board of its own, not in the overall score: rank\n2 of 2" in alpha and "speedups against in-session reference." in alpha
     beta = (site / "entries" / "beta__H100.html").read_text()
     assert "Level 4 (Hugging Face models)" not in beta
     problem = (site / "problems" / "level4_1.html").read_text()
