@@ -96,6 +96,42 @@ def test_the_ci_problem_check_counts_level_4_on_its_own_board_without_running_it
     assert not ran(official)
 
 
+def test_the_shipped_manifest_pins_official_level_4_beside_levels_1_to_3(monkeypatch):
+    from kernelbench.problems.identity import KERNELBENCH_REVISION, official_manifest
+
+    monkeypatch.delenv(MANIFEST_ENV, raising=False)
+    pinned = official_manifest()
+    assert pinned.revision == KERNELBENCH_REVISION
+    level4 = sorted(ref for ref in pinned.hashes if ref.startswith("level4/"))
+    assert sorted(int(ref.split("/")[1].split("_")[0]) for ref in level4) == list(range(1, 21))
+    assert "level4/16_gpt2_bs1_seq1023.py" in level4 and len(pinned.restricted([1, 2, 3]).hashes) == 250
+
+
+def _official_checkout() -> Path | None:
+    """A local copy of KernelBench's KernelBench/ folder at the pinned revision (never committed), if any."""
+    import os
+
+    for candidate in (os.environ.get("KB_OFFICIAL"), str(ROOT / "kb_official" / "KernelBench")):
+        if candidate and (Path(candidate) / "level4").is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.mark.skipif(_official_checkout() is None,
+                    reason="needs KernelBench's problems at the pinned revision (KB_OFFICIAL or kb_official/KernelBench)")
+def test_the_real_level_4_hashes_as_pinned_and_every_problem_names_the_model_it_loads(monkeypatch, tmp_path):
+    from kernelbench.problems.hub import hub_needs
+
+    monkeypatch.delenv(MANIFEST_ENV, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    problems = load_board_problems("kernelbench", _official_checkout())  # refused unless every hash is pinned
+    assert problems.count_by_level() == {1: 100, 2: 100, 3: 50, 4: 20}
+    assert separate_board_levels(problems) == (4,)
+    for p in problems.select(levels=[4]):
+        needs = hub_needs(p.code)
+        assert needs.models and not needs.unresolved, p.name  # the trusted fetch knows what to fetch
+
+
 # ---------------------------------------------------------------------------------------- validation
 def test_validation_accepts_level_4_kernels_notes_the_hub_and_reports_no_missing_board(official, tmp_path, capsys):
     problems = load_board_problems("kernelbench", official)
@@ -126,6 +162,7 @@ def test_validation_accepts_level_4_kernels_notes_the_hub_and_reports_no_missing
     assert kb_main(["leaderboard", "validate", str(with_l4), "--no-guard", "--path", str(official)]) == 0
     out = capsys.readouterr().out
     assert "level_4_problem_1_sample_0: info:" in out and "[needs-hub]" in out
+    assert "L1 1/4, L2 0/2, L4 1/2 (own board)" in out
     assert not ran(official)
 
 

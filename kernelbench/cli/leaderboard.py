@@ -126,7 +126,9 @@ def _validate(args: argparse.Namespace) -> int:
                 print(f"{f.path}:{where}{line}: {i.severity}: {i.message} [{i.code}]")
     rows = []
     for f in report.files:
-        cover = ", ".join(f"L{lv} {f.kernels_per_level.get(lv, 0)}/{n}" for lv, n in sorted(f.problems_per_level.items()))
+        cover = ", ".join(f"L{lv} {f.kernels_per_level.get(lv, 0)}/{n}"
+                          + (" (own board)" if lv in report.separate_levels else "")
+                          for lv, n in sorted(f.problems_per_level.items()))
         rows.append([f.path, f.display_name or "-", f.n_kernels, cover, f.n_errors, f.n_warnings,
                      "pass" if f.passed else "FAIL"])
     print()
