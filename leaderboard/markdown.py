@@ -144,7 +144,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     raw_separate = report.get("separate_levels")
     separate = {_str(lv) for lv in raw_separate} if isinstance(raw_separate, list) else set()
     header = ["File", "Display name", "Kernels",
-              *[f"Level {lv} (own board)" if lv in separate else f"Level {lv}" for lv in levels], "Errors", "Warnings"]
+              *[f"Level {md_escape(lv)}" + (" (own board)" if lv in separate else "") for lv in levels],
+              "Errors", "Warnings"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for f in files:

@@ -384,3 +384,17 @@ def test_leaderboard_evaluate_runs_level_4_from_the_local_hub_cache_and_it_lands
     (e,) = read_data_file(tmp_path / "data" / "index.json", BoardIndex).entries
     assert e.scores.overall.n_problems == 6 and e.scores.overall.n_correct == 1
     assert e.score("4").n_correct == 2 and e.score("4").n_problems == 2
+
+
+def test_the_comment_renderer_escapes_level_names_from_an_untrusted_report():
+    """The comment job renders validate.json from the pull request's own run: its level keys are data."""
+    from leaderboard.markdown import render_markdown
+
+    bad = "4<img src=x onerror=alert(1)>|"
+    md = render_markdown({"problem_source": "x", "separate_levels": [bad, 7], "files": [{
+        "path": "submissions/a.json", "n_kernels": 1, "kernels_per_level": {bad: 1},
+        "problems_per_level": {bad: 2}, "missing": {bad: [2]}, "issues": []}]})
+    assert "<img" not in md and "&lt;img" in md
+    assert "| Level 4&lt;img src=x onerror=alert(1)&gt;\\| (own board) |" in md
+    assert "- level 4&lt;img src=x onerror=alert(1)&gt;\\| (on its own board): 1 of 2 — 2" in md
+    assert render_markdown({"files": [], "separate_levels": "4"}).startswith("## ✅")  # not a list: ignored
