@@ -273,11 +273,7 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
              level_scores=[(f"Level {lv}", e.score(lv)) for lv in levels] + [("Overall", e.score(OVERALL))] + [
                  (f"Level {lv} · own board", e.score(lv))
                  for lv in index.separate_levels if e.on_board(lv)],
-             separate_places=[{"label": separate_label(lv), "rank": dict((x.entry, r) for x, r in
-                                                                         rank_entries(same_gpu, lv)).get(e.entry),
-                               "n": sum(1 for x, r in rank_entries(same_gpu, lv) if r is not None),
-                               "basis": e.speedup_basis_for(lv), "href": f"../gpu/{e.gpu}/level{lv}.html"}
-                              for lv in index.separate_levels if e.on_board(lv)],
+             separate_places=_separate_places(e, same_gpu, index.separate_levels),
              chart=fast_p_chart(series, curve["p"], title=f"fast_p curve of {e.display_name} on {e.gpu}"),
              problems=res.problems, kernels=src, kernel_list=sorted(src.items(), key=lambda kv: _key_order(kv[0])),
              entry_gpus=sorted(by_entry[e.entry]),
@@ -315,6 +311,19 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return build
+
+
+def _separate_places(e: IndexEntry, same_gpu: list[IndexEntry], separate: Iterable[str]) -> list[dict[str, Any]]:
+    """The entry's rank on each separate level's board it is on (its entry page links them)."""
+    out = []
+    for lv in separate:
+        if not e.on_board(lv):
+            continue
+        ranked = rank_entries(same_gpu, lv)
+        out.append({"label": separate_label(lv), "rank": next(r for x, r in ranked if x.entry == e.entry),
+                    "n": sum(1 for _, r in ranked if r is not None), "basis": e.speedup_basis_for(lv),
+                    "href": f"../gpu/{e.gpu}/level{lv}.html"})
+    return out
 
 
 def _separate_context(scope: str, entries: list[IndexEntry], is_separate: bool, basis: list[str],
