@@ -8,6 +8,7 @@ of entries that disappeared are removed; running it twice gives byte-identical f
 Layout written under ``out_dir`` (each file a model of ``leaderboard.data_model``)::
 
     index.json                       entries x GPUs, scores per level and overall, audit status
+                                     (and per separate level: the official level 4 is a board of its own)
     results/<entry>__<GPU>.json      per-problem verdicts, speedups, kernel keys, fast_p curve
     problems/level<L>_<id>.json      reference source and the best kernels across entries, per GPU
     kernels/<entry>.json             the ranked kernels' sources, for the entry and problem pages
@@ -34,6 +35,7 @@ from kernelbench.problems.identity import (
     identify,
 )
 from kernelbench.problems.model import ProblemSet
+from kernelbench.problems.sources import separate_board_levels
 from kernelbench.results import KernelResult
 from kernelbench.scoring import (
     FAST_P_THRESHOLDS,
@@ -125,7 +127,10 @@ class BoardRow:
 
 @dataclass
 class AggregateResult:
+    #: The overall board, per GPU in board order.
     rows: list[BoardRow] = field(default_factory=list)
+    #: Separate level (official level 4) -> its board's rows (``score`` is that level's), per GPU in order.
+    separate: dict[int, list[BoardRow]] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
@@ -200,6 +205,38 @@ def _baseline_for(gpu: str, config: AggregateConfig, cache: dict[str, Baseline |
         if cache[gpu] is None:
             log.warning("no baseline %s: speedups on %s use the in-session reference timings", path, gpu)
     return cache[gpu]
+
+
+def _usable_baseline(baseline: Baseline | None, results: Sequence[KernelResult], problems: ProblemSet,
+                     entry: str, gpu: str) -> Baseline | None:
+    """The baseline to score ``results`` on ``problems`` against, or None for the in-session reference.
+
+    Checked per board: a baseline that covers levels 1-3 but not level 4 still serves the overall
+    board, while the level-4 board falls back to the reference timed in each evaluation session.
+    """
+    if baseline is None:
+        return None
+    mismatch = timing_mismatch(results, baseline)
+    if mismatch is not None:
+        # Timed under another protocol version or precision than the baseline (an entry evaluated before
+        # the protocol changed, or in fp16): the two sets of times are not comparable, but each
+        # evaluation's own reference (timed in the same session) still is.
+        log.warning("%s on %s: %s; speedups use in-session reference timings", entry, gpu, mismatch[0])
+        return None
+    check_same_gpu(results, baseline)
+    missing = [p for p in problems if baseline.find(p) is None]
+    if missing:
+        # An incomplete baseline would score some problems against it and others not:
+        # use the reference timed in each evaluation session for every problem instead.
+        levels = ", ".join(str(lv) for lv in sorted({p.level for p in missing}))
+        log.warning("baseline for %s lacks %d problem(s) of level(s) %s (e.g. %s); speedups there use in-session "
+                    "reference timings", gpu, len(missing), levels, missing[0].filename)
+        return None
+    return baseline
+
+
+def _basis(baseline: Baseline | None, config: AggregateConfig) -> str:
+    return f"baseline {config.baseline_mode}" if baseline is not None else "in-session reference"
 
 
 def _finding_reasons(results: Iterable[KernelResult]) -> list[str]:
@@ -301,7 +338,10 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
             log.warning("exclusion for %r matches no submission", ex.entry)
     out = Path(config.out_dir)
     result = AggregateResult()
-    level_counts = problems.count_by_level()
+    separate = {lv: problems.select(levels=[lv]) for lv in separate_board_levels(problems)}
+    # The overall board: every level but the separate ones (on the official set, levels 1-3).
+    board = ProblemSet([p for p in problems if p.level not in separate], source=problems.source)
+    level_counts = board.count_by_level()
 
     entries_index: list[IndexEntry] = []
     per_problem: dict[tuple[int, int], dict[str, list[BestKernel]]] = {}
@@ -317,26 +357,11 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         ranked = {(k.level, k.problem_id): src for k, src in sub.kernel_items(ranked_only=True)}
         results = [r for r in bundle.results
                    if r.sample_id == RANKED_SAMPLE and (r.level, r.problem_id) in ranked]
-        baseline = _baseline_for(bundle.gpu, config, baselines)
-        mismatch = timing_mismatch(results, baseline) if baseline is not None else None
-        if mismatch is not None:
-            # Timed under another protocol version or precision than the baseline (an entry evaluated before
-            # the protocol changed, or in fp16): the two sets of times are not comparable, but each
-            # evaluation's own reference (timed in the same session) still is.
-            log.warning("%s on %s: %s; speedups use in-session reference timings", bundle.entry, bundle.gpu,
-                        mismatch[0])
-            baseline = None
-        if baseline is not None:
-            check_same_gpu(results, baseline)
-            missing = [p for p in problems if baseline.find(p) is None]
-            if missing:
-                # An incomplete baseline would score some problems against it and others not:
-                # use the reference timed in each evaluation session for every problem instead.
-                log.warning("baseline for %s lacks %d problem(s) (e.g. %s); speedups use in-session reference "
-                            "timings", bundle.gpu, len(missing), missing[0].filename)
-                baseline = None
-        report = score_results(problems, results, baseline, sample_policy="first")
-        outcomes, _ = outcomes_from_results(problems, results, baseline, sample_policy="first")
+        full_baseline = _baseline_for(bundle.gpu, config, baselines)
+        main_results = [r for r in results if r.level not in separate]
+        baseline = _usable_baseline(full_baseline, main_results, board, bundle.entry, bundle.gpu)
+        report = score_results(board, main_results, baseline, sample_policy="first")
+        outcomes, _ = outcomes_from_results(board, main_results, baseline, sample_policy="first")
         by_key = {(o.level, o.problem_id): o for o in outcomes}
         res_by_key = {(r.level, r.problem_id): r for r in results}
 
@@ -346,24 +371,46 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
             reasons.append("results are for an earlier version of the submission; re-evaluate it")
         reasons += _finding_reasons(results)
         rows = [_problem_row(p, res_by_key.get((p.level, p.problem_id)), by_key.get((p.level, p.problem_id)),
-                             baseline, (p.level, p.problem_id) in ranked) for p in problems]
+                             baseline, (p.level, p.problem_id) in ranked) for p in board]
+        curve = {"p": list(CURVE_P), "overall": fast_p_curve(outcomes, len(board))}
+        for lv, n in sorted(level_counts.items()):
+            curve[f"level{lv}"] = fast_p_curve([o for o in outcomes if o.level == lv], n)
+
+        # A separate level (official level 4) is a board of its own: scored only for an entry with a kernel
+        # there, against its own baseline check (no committed baseline has level 4: in-session reference).
+        separate_scores: dict[str, ScoreData] = {}
+        separate_basis: dict[str, str] = {}
+        separate_score: dict[int, Score] = {}
+        for lv, lv_problems in separate.items():
+            if not any(level == lv for level, _ in ranked):
+                continue
+            lv_results = [r for r in results if r.level == lv]
+            lv_baseline = _usable_baseline(full_baseline, lv_results, lv_problems, bundle.entry, bundle.gpu)
+            lv_report = score_results(lv_problems, lv_results, lv_baseline, sample_policy="first")
+            lv_outcomes, _ = outcomes_from_results(lv_problems, lv_results, lv_baseline, sample_policy="first")
+            lv_by_key = {(o.level, o.problem_id): o for o in lv_outcomes}
+            separate_score[lv] = lv_report.levels[lv]
+            separate_scores[str(lv)] = score_data(lv_report.levels[lv])
+            separate_basis[str(lv)] = _basis(lv_baseline, config)
+            rows += [_problem_row(p, res_by_key.get((p.level, p.problem_id)), lv_by_key.get((p.level, p.problem_id)),
+                                  lv_baseline, (p.level, p.problem_id) in ranked) for p in lv_problems]
+            curve[f"level{lv}"] = fast_p_curve(lv_outcomes, len(lv_problems))
+
         changed = [r.key for r in rows if r.problem_changed]
         if changed:
             reasons.append(f"problem(s) changed since evaluation: {', '.join(changed)}")
         status: AuditStatus = "excluded" if excluded else ("flagged" if reasons else "clean")
         audit = Audit(status=status, reasons=([f"excluded: {excluded}"] if excluded else []) + reasons)
 
-        curve = {"p": list(CURVE_P), "overall": fast_p_curve(outcomes, len(problems))}
-        for lv, n in sorted(level_counts.items()):
-            curve[f"level{lv}"] = fast_p_curve([o for o in outcomes if o.level == lv], n)
-        speedup_basis = f"baseline {config.baseline_mode}" if baseline is not None else "in-session reference"
+        speedup_basis = _basis(baseline, config)
         scores = Scores(overall=score_data(report.overall),
-                        levels={str(lv): score_data(s) for lv, s in sorted(report.levels.items())})
+                        levels={str(lv): score_data(s) for lv, s in sorted(report.levels.items())},
+                        separate=separate_scores)
         meta = _entry_meta(sub)
         results_file = f"results/{bundle.entry}{SEPARATOR}{bundle.gpu}.json"
         common = dict(**meta.model_dump(), entry=bundle.entry, gpu=bundle.gpu, audit=audit, scores=scores,
-                      speedup_basis=speedup_basis, evaluated_on=bundle.evaluated_on, runner=bundle.runner,
-                      n_kernels=len(ranked))
+                      speedup_basis=speedup_basis, separate_speedup_basis=separate_basis,
+                      evaluated_on=bundle.evaluated_on, runner=bundle.runner, n_kernels=len(ranked))
         files[out / results_file] = ResultsFile(**common, problems=rows, fast_p_curve=curve,
                                                 problem_source=problems.source)
         entries_index.append(IndexEntry(**common, results_file=results_file,
@@ -376,8 +423,13 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
                 ))
         result.rows.append(BoardRow(bundle.entry, bundle.gpu, meta.display_name, None, status,
                                     report.overall, speedup_basis))
+        for lv, lv_score in separate_score.items():
+            result.separate.setdefault(lv, []).append(BoardRow(
+                bundle.entry, bundle.gpu, meta.display_name, None, status, lv_score, separate_basis[str(lv)]))
 
     entries_index = _rank(entries_index, result.rows)
+    for lv, lv_rows in result.separate.items():
+        _rank_rows(lv_rows, [e for e in entries_index if e.on_board(str(lv))], str(lv))
     evaluated = {b.entry for b in bundles}
     result.pending = sorted(e for e in subs if e not in evaluated)
     for entry in sorted(evaluated):
@@ -399,6 +451,7 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
         # The board's set (name and revision); per-problem hashes are in problems/ and the bundles.
         problem_set=ProblemSetLabel(name=identity.name, revision=identity.revision),
         levels={str(lv): n for lv, n in sorted(level_counts.items())},
+        separate_levels={str(lv): len(ps) for lv, ps in sorted(separate.items())},
         problems=[IndexProblem(key=p.key, level=p.level, problem_id=p.problem_id, name=p.name) for p in problems],
         fast_p_thresholds=list(FAST_P_THRESHOLDS),
         gpus=gpus,
@@ -440,6 +493,17 @@ def _default_gpu(counts: dict[str, int]) -> str | None:
     if "H100" in counts:
         return "H100"  # the leaderboard's reference GPU (seed 004)
     return sorted(counts, key=lambda g: (-counts[g], g))[0]
+
+
+def _rank_rows(rows: list[BoardRow], entries: list[IndexEntry], scope: str) -> None:
+    """Set ``rows``' ranks on ``scope``'s board (:func:`rank_entries` per GPU) and put them in board order."""
+    rank_of = {}
+    for gpu in sorted({e.gpu for e in entries}):
+        for e, rank in rank_entries([e for e in entries if e.gpu == gpu], scope):
+            rank_of[(e.entry, e.gpu)] = rank
+    for r in rows:
+        r.rank = rank_of.get((r.entry, r.gpu))
+    rows.sort(key=lambda r: (r.gpu, r.rank is None, r.rank or 0, r.entry))
 
 
 def _rank(entries: list[IndexEntry], rows: list[BoardRow]) -> list[IndexEntry]:

@@ -7,6 +7,11 @@ a template. Fields added after the first data files were written have defaults, 
 folder aggregated by an earlier version still builds. Where no rank is stored (the per-level
 boards), :func:`rank_entries` computes it the way aggregation ranked the overall board.
 
+A board may have a *separate* level (the official level 4, Hugging Face models): ranked on a board of
+its own, never part of the overall. ``BoardIndex.separate_levels`` names it; an entry's score there is
+in ``Scores.separate`` only when the entry submitted a kernel for that level, and only such entries are
+on its board.
+
 ``leaderboard.markdown`` keeps to plain dicts on purpose: the comment workflow imports it without
 installing the project (it renders validation reports, not these files).
 
@@ -59,9 +64,13 @@ class ScoreData(BaseModel):
 
 
 class Scores(BaseModel):
+    #: Over the levels in ``levels`` (a separate level is never part of it).
     overall: ScoreData
-    #: Level number as a string -> that level's score.
+    #: Level number as a string -> that level's score, for the levels the overall is made of.
     levels: dict[str, ScoreData]
+    #: Separate level (a board of its own, e.g. "4") -> the score there; present only when the entry
+    #: submitted at least one kernel for that level. Empty in older data.
+    separate: dict[str, ScoreData] = {}
 
 
 class Audit(BaseModel):
@@ -99,13 +108,28 @@ class EntryScores(EntryMeta):
     scores: Scores
     #: ``baseline <mode>`` or ``in-session reference``: what the speedups divide by.
     speedup_basis: str
+    #: The same for each separate level the entry is on (level 4 has no committed baseline, so its
+    #: speedups usually divide by the in-session reference).
+    separate_speedup_basis: dict[str, str] = {}
     evaluated_on: str | None = None
     runner: str | None = None
     n_kernels: int
 
     def score(self, scope: str = OVERALL) -> ScoreData:
-        """The overall score, or a level's (``scope`` = "1", "2", ...)."""
-        return self.scores.overall if scope == OVERALL else self.scores.levels[scope]
+        """The overall score, or a level's (``scope`` = "1", "2", ..., or a separate level's "4")."""
+        if scope == OVERALL:
+            return self.scores.overall
+        if scope in self.scores.levels:
+            return self.scores.levels[scope]
+        return self.scores.separate[scope]
+
+    def on_board(self, scope: str = OVERALL) -> bool:
+        """Whether the entry is ranked on ``scope``'s board: always on the overall and its levels; on a
+        separate level's only with a kernel there."""
+        return scope == OVERALL or scope in self.scores.levels or scope in self.scores.separate
+
+    def speedup_basis_for(self, scope: str = OVERALL) -> str:
+        return self.separate_speedup_basis.get(scope, self.speedup_basis)
 
     @property
     def excluded(self) -> bool:
@@ -215,8 +239,12 @@ class BoardIndex(BaseModel):
     problem_source: str
     #: Absent in data aggregated before problem sets had an identity.
     problem_set: ProblemSetLabel | None = None
-    #: Level number as a string -> its problem count.
+    #: Level number as a string -> its problem count, for the levels of the overall board.
     levels: dict[str, int]
+    #: Levels ranked on a board of their own, never in the overall (the official level 4, which loads
+    #: Hugging Face models) -> problem count. Empty in older data and on boards without one.
+    separate_levels: dict[str, int] = {}
+    #: Every problem, those of separate levels included.
     problems: list[IndexProblem]
     fast_p_thresholds: list[float]
     gpus: list[str]
@@ -260,9 +288,11 @@ def rank_entries(entries: Iterable[E], scope: str = OVERALL) -> list[tuple[E, in
 
     Excluded entries come last and have no rank; the others go by full-deck geometric mean,
     highest first; equal values share a rank (1, 2, 2, 4); ties are listed by entry name.
+    Entries not on the board (no kernel for a separate level) are left out.
     Aggregation stores the overall rank in ``index.json``; the site ranks each level the same way.
     """
-    ordered = sorted(entries, key=lambda e: (e.excluded, -e.score(scope).fulldeck_geomean, e.entry))
+    ordered = sorted((e for e in entries if e.on_board(scope)),
+                     key=lambda e: (e.excluded, -e.score(scope).fulldeck_geomean, e.entry))
     out: list[tuple[E, int | None]] = []
     rank, prev, seen = 0, None, 0
     for e in ordered:

@@ -39,6 +39,9 @@ class SubmissionEvaluation:
     n_evaluated: int
     n_reused: int
     results: list[KernelResult] = field(default_factory=list)
+    #: This run's results that are not verdicts (infrastructure failures: a lost container, a hub model the
+    #: local cache lacks); their kernels are evaluated again by the next run.
+    no_verdict: list[KernelResult] = field(default_factory=list)
 
 
 def build_jobs(submission: Submission, problems: ProblemSet, settings: EvalSettings) -> list[EvalJob]:
@@ -165,6 +168,7 @@ def evaluate_submission(
                                                source_path=_source_path(problems.source),
                                                problem_set=identify(problems), gpu=label, runner=runner_name))
     pending: list[EvalJob] = []
+    no_verdict: list[KernelResult] = []
     reused = 0
     for lr in runs:
         p, r = _pending(lr, jobs_by_key)
@@ -182,6 +186,8 @@ def evaluate_submission(
 
         def _save(index: int, result: KernelResult) -> None:
             run_dirs[result.level].save_result(result)
+            if not _is_verdict(result):
+                no_verdict.append(result)
             if on_result is not None:
                 on_result(result)
 
@@ -210,7 +216,7 @@ def evaluate_submission(
         )
         bundle_path = write_bundle(bundle, results_dir)
     return SubmissionEvaluation(entry=entry, gpu=bundle_gpu, bundle_path=bundle_path, runs=runs,
-                                n_evaluated=len(pending), n_reused=reused, results=results)
+                                n_evaluated=len(pending), n_reused=reused, results=results, no_verdict=no_verdict)
 
 
 def _source_kind(label: str) -> str:

@@ -141,7 +141,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                  f"per kernel, {human_bytes(_int(limits.get('max_file_bytes', 0)))} per file.")
     lines.append("")
     levels = sorted({lv for f in files for lv in f.problems_per_level}, key=lambda lv: (not lv.isdigit(), int(lv) if lv.isdigit() else 0, lv))
-    header = ["File", "Display name", "Kernels", *[f"Level {lv}" for lv in levels], "Errors", "Warnings"]
+    raw_separate = report.get("separate_levels")
+    separate = {_str(lv) for lv in raw_separate} if isinstance(raw_separate, list) else set()
+    header = ["File", "Display name", "Kernels",
+              *[f"Level {md_escape(lv)}" + (" (own board)" if lv in separate else "") for lv in levels],
+              "Errors", "Warnings"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for f in files:
@@ -150,6 +154,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             cells.append(f"{f.kernels_per_level.get(lv, 0)}/{f.problems_per_level.get(lv, 0)}")
         cells += [str(f.n_errors), str(f.n_warnings)]
         lines.append("| " + " | ".join(cells) + " |")
+    for lv in sorted(separate & set(levels)):
+        lines += ["", f"Level {md_escape(lv)} is a board of its own (its problems load Hugging Face models), not part "
+                      f"of the overall score: a file without level-{md_escape(lv)} kernels is not on it, and one with "
+                      "some has its other level-" + md_escape(lv) + " problems counted as incorrect there."]
     for f in files:
         lines += ["", f"### {'✅' if f.passed else '❌'} {md_code(f.path)}", ""]
         errors = [i for i in f.issues if i.severity == "error"]
@@ -171,7 +179,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append("**Missing problems** (they count as incorrect):")
             lines.append("")
             for lv, ids in sorted(f.missing.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0])):
-                lines.append(f"- level {lv}: {len(ids)} of {f.problems_per_level.get(lv, '?')} — {_ranges(ids)}")
+                own = " (on its own board)" if lv in separate else ""
+                lines.append(f"- level {md_escape(lv)}{own}: {len(ids)} of {f.problems_per_level.get(lv, '?')} — {_ranges(ids)}")
             lines.append("")
         if f.guard_available and f.guard_checked:
             n_guard = sum(1 for i in f.issues if i.code.startswith("guard:"))

@@ -37,6 +37,14 @@ STATIC = Path(__file__).parent / "static"
 MARKER = ".kernelbench-site"
 CHART_TOP_N = 6
 PROBLEM_TOP_SOURCES = 3
+#: How a separate level's board is named (the official level 4 loads Hugging Face models).
+SEPARATE_LABELS = {"4": "Level 4 (Hugging Face models)"}
+#: Said wherever a separate level's board or score is shown.
+NOT_IN_OVERALL = "not in the overall score"
+
+
+def separate_label(level: str) -> str:
+    return SEPARATE_LABELS.get(level, f"Level {level}")
 
 
 @dataclass
@@ -151,15 +159,16 @@ DOWNLOAD_COLUMNS = ("rank", "entry", "display_name", "organization", "model", "d
 
 
 def _board_download(rows: list[RankingRow], gpu: str | None, scope: str, n_problems: int,
-                    problem_source: str) -> dict[str, Any]:
-    """The board as data: what the table shows, with the figures unrounded."""
+                    problem_source: str, board: str, in_overall: bool, speedup_basis: str) -> dict[str, Any]:
+    """The board as data: what the table shows, with the figures unrounded, and which board it is."""
     out_rows = []
     for r in rows:
         values = asdict(r)
         if r.link_label == "file":
             values["link"] = f"files/{r.entry}.json"  # relative to the download, wherever the page is
         out_rows.append({c: values[c] for c in DOWNLOAD_COLUMNS})
-    return {"gpu": gpu, "scope": scope, "n_problems": n_problems, "problem_source": problem_source,
+    return {"gpu": gpu, "scope": scope, "board": board, "in_overall": in_overall, "n_problems": n_problems,
+            "problem_source": problem_source, "speedup_basis": speedup_basis,
             "columns": list(DOWNLOAD_COLUMNS), "rows": out_rows}
 
 
@@ -203,35 +212,48 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         depth = rel.count("/")
         pages.append((out / rel, template, {**common, "root": "../" * depth, **ctx}))
 
-    # ranking pages: one per GPU and scope, plus the front page (default GPU, overall)
+    # ranking pages: one per GPU and scope, plus the front page (default GPU, overall). A separate level
+    # (official level 4) gets a page like a level's, but is its own board: never part of the overall.
     default_gpu = index.default_gpu
-    scopes = [(OVERALL, "Overall", "index.html")] + [(lv, f"Level {lv}", f"level{lv}.html") for lv in levels]
+    separate = index.separate_levels
+    scopes = ([(OVERALL, "Overall", "index.html")] + [(lv, f"Level {lv}", f"level{lv}.html") for lv in levels]
+              + [(lv, f"{separate_label(lv)} · own board", f"level{lv}.html") for lv in separate])
     for gpu in gpus or [None]:
         entries = [e for e in index.entries if e.gpu == gpu]
-        for scope, label, fname in scopes:
+        for scope, tab, fname in scopes:
             targets = [f"gpu/{gpu}/{fname}"] if gpu else []
             if (gpu == default_gpu or gpu is None) and scope == OVERALL:
                 targets.append("index.html")
+            is_separate = scope in separate
+            scope_title = (f"{separate_label(scope)}, {NOT_IN_OVERALL}" if is_separate
+                           else "Overall" if scope == OVERALL else f"Level {scope}")
+            on_board = [e for e in entries if e.on_board(scope)]
             for rel in targets:
                 root = "../" * rel.count("/")
                 rows = _board_rows(entries, scope, root)
-                n = sum(levels.values()) if scope == OVERALL else levels[scope]
+                n = (sum(levels.values()) if scope == OVERALL else separate[scope] if is_separate
+                     else levels[scope])
                 curve_key = OVERALL if scope == OVERALL else f"level{scope}"
                 top = [r for r in rows if r.status != "excluded"][:CHART_TOP_N]
                 series = [Series(r.display_name, results[(r.entry, gpu)].fast_p_curve[curve_key]) for r in top]
                 ps = results[(top[0].entry, gpu)].fast_p_curve["p"] if top else []
-                chart = fast_p_chart(series, ps, title=f"fast_p curve, {label}, {gpu}") if series else None
-                basis = sorted({e.speedup_basis for e in entries}) or ["the baseline"]
+                chart = fast_p_chart(series, ps, title=f"fast_p curve, {tab}, {gpu}") if series else None
+                basis = sorted({e.speedup_basis_for(scope) for e in on_board}) or ["the baseline"]
                 stem = rel[:-len(".html")]
-                board = _board_download(rows, gpu, scope, n, index.problem_source)
+                board = _board_download(rows, gpu, scope, n, index.problem_source, scope_title,
+                                        in_overall=not is_separate, speedup_basis=" / ".join(basis))
                 downloads.append((out / f"{stem}.json", json.dumps(board, indent=1) + "\n"))
                 downloads.append((out / f"{stem}.csv", _board_csv(board)))
                 page(rel, "ranking.html.j2", download_stem=stem.rsplit("/", 1)[-1], nav="ranking", gpu=gpu or "–", gpus=gpus,
                      gpu_hrefs={g: f"{root}gpu/{g}/{fname}" for g in gpus},
                      scopes=[{"label": lab, "href": f"{root}gpu/{gpu}/{fn}" if gpu else f"{root}index.html",
                               "active": s == scope} for s, lab, fn in scopes],
-                     scope_title=label, rows=rows, n_problems=n, chart=chart,
-                     speedup_basis=" / ".join(basis), pending=index.pending if scope == OVERALL else [])
+                     scope_title=scope_title, scope_noun="overall" if scope == OVERALL else f"level {scope}",
+                     rows=rows, n_problems=n, chart=chart,
+                     speedup_basis=" / ".join(basis), pending=index.pending if scope == OVERALL else [],
+                     separate=_separate_context(scope, entries, is_separate, basis, index),
+                     separate_boards=[{"label": separate_label(lv), "href": f"{root}gpu/{gpu}/level{lv}.html"
+                                       if gpu else None} for lv in separate] if scope == OVERALL else [])
 
     # entry pages
     by_entry: dict[str, list[str]] = {}
@@ -241,11 +263,17 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         res = results[(e.entry, e.gpu)]
         curve = res.fast_p_curve
         series = [Series("overall", curve["overall"])] + [
-            Series(f"level {lv}", curve[f"level{lv}"]) for lv in levels if f"level{lv}" in curve]
+            Series(f"level {lv}", curve[f"level{lv}"]) for lv in levels if f"level{lv}" in curve] + [
+            Series(f"level {lv} (own board)", curve[f"level{lv}"]) for lv in index.separate_levels
+            if f"level{lv}" in curve]
         rel = f"entries/{e.entry}__{e.gpu}.html"
         src = kernels[e.entry]
+        same_gpu = [x for x in index.entries if x.gpu == e.gpu]
         page(rel, "entry.html.j2", nav="ranking", e=e,
-             level_scores=[(f"Level {lv}", e.score(lv)) for lv in levels] + [("Overall", e.score(OVERALL))],
+             level_scores=[(f"Level {lv}", e.score(lv)) for lv in levels] + [("Overall", e.score(OVERALL))] + [
+                 (f"Level {lv} · own board", e.score(lv))
+                 for lv in index.separate_levels if e.on_board(lv)],
+             separate_places=_separate_places(e, same_gpu, index.separate_levels),
              chart=fast_p_chart(series, curve["p"], title=f"fast_p curve of {e.display_name} on {e.gpu}"),
              problems=res.problems, kernels=src, kernel_list=sorted(src.items(), key=lambda kv: _key_order(kv[0])),
              entry_gpus=sorted(by_entry[e.entry]),
@@ -260,11 +288,13 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
             items = [{**it.model_dump(), "source": kernels.get(it.entry, {}).get(it.kernel_key or "")}
                      for it in p.best[gpu]]
             best.append((gpu, items))
+        own_board = separate_label(str(p.level)) if str(p.level) in index.separate_levels else None
         page(f"problems/level{p.level}_{p.problem_id}.html", "problem.html.j2", nav="problems", p=p,
-             best=best, top_sources=PROBLEM_TOP_SOURCES)
+             best=best, top_sources=PROBLEM_TOP_SOURCES, own_board=own_board)
         listing.append({**p.model_dump(), "best": {g: items[0] for g, items in best if items},
                         "solved": {g: sum(1 for it in items if it["status"] != "excluded") for g, items in best}})
-    page("problems/index.html", "problems.html.j2", nav="problems", problems=listing, gpus=gpus)
+    page("problems/index.html", "problems.html.j2", nav="problems", problems=listing, gpus=gpus,
+         own_boards=[separate_label(lv) for lv in index.separate_levels])
     page("submit.html", "submit.html.j2", nav="submit", max_kernel_kb=MAX_KERNEL_BYTES // 1024,
          max_file_mb=MAX_FILE_BYTES // (1024 * 1024))
 
@@ -281,6 +311,31 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return build
+
+
+def _separate_places(e: IndexEntry, same_gpu: list[IndexEntry], separate: Iterable[str]) -> list[dict[str, Any]]:
+    """The entry's rank on each separate level's board it is on (its entry page links them)."""
+    out = []
+    for lv in separate:
+        if not e.on_board(lv):
+            continue
+        ranked = rank_entries(same_gpu, lv)
+        out.append({"label": separate_label(lv), "rank": next(r for x, r in ranked if x.entry == e.entry),
+                    "n": sum(1 for _, r in ranked if r is not None), "basis": e.speedup_basis_for(lv),
+                    "href": f"../gpu/{e.gpu}/level{lv}.html"})
+    return out
+
+
+def _separate_context(scope: str, entries: list[IndexEntry], is_separate: bool, basis: list[str],
+                      index: BoardIndex) -> dict[str, Any] | None:
+    """What a separate level's page says about itself: not in the overall, who is not on it, what speedups divide by."""
+    if not is_separate:
+        return None
+    absent = [e for e in entries if not e.on_board(scope)]
+    return {"level": scope, "label": separate_label(scope),
+            "absent": [e.display_name for e in sorted(absent, key=lambda e: e.display_name.lower())],
+            "in_session": "in-session reference" in basis,
+            "overall_levels": ", ".join(index.levels)}
 
 
 def _key_order(key: str) -> tuple:

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from kernelbench.problems.model import ProblemSet
+from kernelbench.problems.sources import separate_board_levels
 from leaderboard.jsonio import human_bytes, read_json_document
 from leaderboard.markdown import MARKDOWN_ISSUE_LIMIT, _ranges, md_code, md_escape, render_markdown  # noqa: F401
 from leaderboard.schema import (
@@ -85,6 +86,9 @@ class FileReport(BaseModel):
 
 class ValidationReport(BaseModel):
     problem_source: str
+    #: Levels ranked on a board of their own, not in the overall (the official level 4): a file without
+    #: kernels there is simply not on that board, so nothing is reported missing for it.
+    separate_levels: list[str] = Field(default_factory=list)
     limits: dict[str, int] = Field(default_factory=lambda: {"max_kernel_bytes": MAX_KERNEL_BYTES,
                                                             "max_file_bytes": MAX_FILE_BYTES})
     files: list[FileReport] = Field(default_factory=list)
@@ -202,7 +206,7 @@ def _runner_notes(report: FileReport, problem, key: str) -> None:
         report.add("info", "needs-hub",
                    f"loads {', '.join(models)} from the Hugging Face hub (needs {', '.join(problem.requirements)}): on "
                    "Modal a trusted function caches the model first and the kernel reads it read-only, offline; on a "
-                   "local GPU the model must be in the hub cache (HF_HUB_CACHE) or the hub reachable", key=key)
+                   "local GPU the model must already be in the hub cache that HF_HUB_CACHE names", key=key)
 
 
 def _check_kernel(report: FileReport, key: str, source: object, problems: ProblemSet,
@@ -265,8 +269,16 @@ def _check_kernel(report: FileReport, key: str, source: object, problems: Proble
 
 
 def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None = None,
-                  use_guard: bool = True) -> FileReport:
-    """Check one submission file against ``problems``; never raises for bad content."""
+                  use_guard: bool = True, separate_levels: Iterable[int] | None = None) -> FileReport:
+    """Check one submission file against ``problems``; never raises for bad content.
+
+    ``separate_levels``: levels ranked on a board of their own (default: the set's own, see
+    ``separate_board_levels``); their problems are accepted like any other, but a file with no kernel
+    for such a level is not on that board rather than missing all of it.
+    """
+    if separate_levels is None:
+        separate_levels = separate_board_levels(problems)
+    separate = set(separate_levels)
     path = Path(path)
     entry = entry_id_for(path)
     report = FileReport(path=str(path), entry=entry)
@@ -342,11 +354,20 @@ def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None 
 
     for lv in problems.levels():
         missing = [pid for pid in problems.ids(lv) if (lv, pid) not in seen]
+        n = len(problems.ids(lv))
+        if lv in separate:
+            if len(missing) == n:
+                report.add("info", "separate-board",
+                           f"level {lv}: no kernel, so the entry is not on the level-{lv} board (a board of its own, "
+                           "not in the overall score)")
+                continue
+            board = f" on the level-{lv} board (a board of its own, not in the overall score)"
+        else:
+            board = ""
         if missing:
             report.missing[str(lv)] = missing
-            n = len(problems.ids(lv))
             report.add("warning", "missing-problems",
-                       f"level {lv}: {len(missing)} of {n} problems have no kernel and count as incorrect "
+                       f"level {lv}: {len(missing)} of {n} problems have no kernel and count as incorrect{board} "
                        f"({_ranges(missing)})")
     return report
 
@@ -355,14 +376,15 @@ def validate_files(paths: Iterable[str | Path], problems: ProblemSet, use_guard:
                    progress: bool = False) -> ValidationReport:
     paths = list(paths)
     guard = load_static_guard() if use_guard else None
-    report = ValidationReport(problem_source=problems.source)
+    separate = separate_board_levels(problems)
+    report = ValidationReport(problem_source=problems.source, separate_levels=[str(lv) for lv in separate])
     iterator: Iterable = paths
     if progress and len(paths) > 1:
         from tqdm import tqdm
 
         iterator = tqdm(paths, desc="validating", unit="file")
     for p in iterator:
-        report.files.append(validate_file(p, problems, guard=guard, use_guard=use_guard))
+        report.files.append(validate_file(p, problems, guard=guard, use_guard=use_guard, separate_levels=separate))
     return report
 
 

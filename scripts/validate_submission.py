@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report_json", "--report-json", default=None, help="write the full report as JSON")
     p.add_argument("--report_md", "--report-md", default=None, help="write a Markdown summary for a PR comment")
     p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"],
-                   help="problem set the keys are checked against (default: kernelbench, the official levels 1-3; builtin is the demo)")
+                   help="problem set the keys are checked against (default: kernelbench, the official levels 1-3 and, on "
+                        "its own board, level 4; builtin is the demo)")
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     p.add_argument("--no_guard", "--no-guard", action="store_true", help="skip the static guard")
     args = p.parse_args(argv)
@@ -31,12 +32,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernelbench.errors import KernelBenchError
     from kernelbench.io_utils import atomic_write_text
-    from kernelbench.problems import OFFICIAL_LEVELS, load_problems
+    from kernelbench.problems import load_board_problems
     from leaderboard.validate import validate_files
 
     try:
-        problems = load_problems(args.source, args.path,
-                                 levels=OFFICIAL_LEVELS if args.source == "kernelbench" else None)
+        # The board's problems: for the official set, levels 1-3 and level 4 (its own board).
+        problems = load_board_problems(args.source, args.path)
     except KernelBenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

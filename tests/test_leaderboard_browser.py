@@ -255,3 +255,76 @@ def test_the_demo_board_as_a_visitor_sees_it(demo_served, tmp_path, width):
         assert _console_errors(driver) == []
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def level4_served(tmp_path_factory) -> Iterator[str]:
+    """A board on a stand-in official set with a level 4 (tests/fixtures/level4.py): entries on the overall,
+    two of them on the level-4 board as well."""
+    from fixtures.level4 import board, config, pin_official, write_official
+
+    from kernelbench.problems import load_board_problems
+    from kernelbench.problems.identity import MANIFEST_ENV
+    from leaderboard.aggregate import aggregate
+
+    root = tmp_path_factory.mktemp("level4")
+    folder = write_official(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(MANIFEST_ENV, str(pin_official(folder, root / "manifest.json")))
+        board(root, folder)
+        aggregate(load_board_problems("kernelbench", folder), config(root))
+    build_site(root / "data", root / "site")
+    handler = type("Handler", (_Handler,), {"requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(handler, directory=str(root / "site")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_the_level_4_board_as_a_visitor_sees_it(level4_served, tmp_path, width):
+    """Level 4 is reached from the overall, says it is a board of its own, lists only its entrants (with
+    rank, name and headline readable at 420 px) and names who did not attempt it."""
+    from selenium.webdriver.common.by import By
+
+    driver = _driver(tmp_path)
+    try:
+        driver.set_window_size(width, 1000)
+        driver.get(f"{level4_served}/index.html")
+        inner = driver.execute_script("return window.innerWidth")
+        assert abs(inner - width) <= 20, inner
+        assert _rows(driver) == ["beta", "alpha", "gamma"]
+        also = driver.find_element(By.CSS_SELECTOR, "p.also a")
+        assert also.text == "Level 4 (Hugging Face models)"
+        tab = driver.find_element(By.LINK_TEXT, "Level 4 (Hugging Face models) · own board")
+        box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", tab)
+        assert tab.is_displayed() and 0 <= box[0] and box[1] <= inner, (box, inner)
+        _screenshot(driver, tmp_path, f"level4-overall-{width}.png", width=width)
+
+        also.click()
+        assert driver.current_url.endswith("/gpu/H100/level4.html")
+        assert driver.find_element(By.ID, "ranking-title").text.startswith(
+            "Level 4 (Hugging Face models), not in the overall score on H100")
+        note = driver.find_element(By.ID, "separate-note")
+        assert note.is_displayed() and "A board of its own, not in the overall score." in note.text
+        assert "Not attempted (no level-4 kernel, so not listed): Beta." in note.text
+        assert "No baseline file has level-4 times" in note.text
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= inner
+        assert _rows(driver) == ["gamma", "alpha"]
+        row = driver.find_element(By.CSS_SELECTOR, '#ranking tr[data-entry="alpha"]')
+        for sel in ("td.rank", "td.name", "td.primary"):
+            cell = row.find_element(By.CSS_SELECTOR, sel)
+            right = driver.execute_script("return arguments[0].getBoundingClientRect().right", cell)
+            assert cell.is_displayed() and right <= inner, (sel, right, inner)
+        assert row.find_element(By.CSS_SELECTOR, "td.rank").text == "2"
+        assert row.find_element(By.CSS_SELECTOR, "td.primary").text == f"{2 ** 0.5:.2f}×"
+        assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, ".downloads a")] == ["CSV", "JSON"]
+        _screenshot(driver, tmp_path, f"level4-board-{width}.png", width=width)
+        assert _console_errors(driver) == []
+    finally:
+        driver.quit()

@@ -74,6 +74,23 @@ def test_one_ranking_excluded_last_ties_share_a_rank_per_scope():
     assert level1 == [("d", 1), ("c", 2), ("b", 3), ("a", 4), ("x", None)]
 
 
+def test_a_separate_level_ranks_only_the_entries_on_its_board():
+    """Official level 4: scored in ``scores.separate`` only for entries with a kernel there; the others are
+    not on that board (not ranked last), and the overall is untouched by it."""
+    entries = [_entry("a", 3.0, 1.0), _entry("b", 2.0, 1.0), _entry("c", 1.0, 1.0, "excluded"), _entry("d", 1.0, 1.0)]
+    for e, l4 in (("a", 1.5), ("c", 9.0), ("d", 2.0)):
+        entry = next(x for x in entries if x.entry == e)
+        entry.scores.separate["4"] = entry.score("1").model_copy(update={"fulldeck_geomean": l4})
+        entry.separate_speedup_basis["4"] = "in-session reference"
+    assert [(e.entry, rank) for e, rank in rank_entries(entries, "4")] == [("d", 1), ("a", 2), ("c", None)]
+    assert [(e.entry, rank) for e, rank in rank_entries(entries)] == [("a", 1), ("b", 2), ("d", 3), ("c", None)]
+    b = entries[1]
+    assert not b.on_board("4") and b.on_board("1") and b.on_board()
+    with pytest.raises(KeyError):
+        b.score("4")
+    assert entries[0].speedup_basis_for("4") == "in-session reference" and b.speedup_basis_for("4") == "baseline eager"
+
+
 def test_aggregate_stores_the_overall_rank_the_site_shows(demo_data):
     index = read_data_file(demo_data / "index.json", BoardIndex)
     for gpu in index.gpus:

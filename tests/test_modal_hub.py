@@ -14,7 +14,6 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,15 @@ import pytest
 
 pytest.importorskip("transformers")
 modal = pytest.importorskip("modal")
+
+from fixtures.hub_models import (  # noqa: E402
+    COMMIT,
+    HUB_PROBLEM,
+    MODEL_ID,
+    lay_out_cache,
+    tiny_model_files,
+    world_readable,
+)
 
 from kernelbench.evaluation.settings import EvalJob, EvalSettings  # noqa: E402
 from kernelbench.problems import load_directory  # noqa: E402
@@ -49,37 +57,6 @@ from kernelbench.runners.modal_runner import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL_ID = "kbtest/tiny-gpt2"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-#: The shape of an official level-4 problem (``16_gpt2_bs1_seq1023.py``), on a model this test builds.
-HUB_PROBLEM = '''
-import torch
-from transformers import AutoModelForCausalLM, AutoConfig
-
-class Model(torch.nn.Module):
-    def __init__(self, model_name, config):
-        super().__init__()
-        self.model_name = model_name
-        self.config = config
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_name, config=self.config)
-
-    def forward(self, x):
-        return self.model(x).logits
-
-model_name = "MODEL_ID"
-config = AutoConfig.from_pretrained(model_name)
-vocab_size = config.vocab_size
-sequence_length = 16
-batch_size = 2
-
-def get_inputs():
-    inputs = torch.randint(0, vocab_size, (batch_size, sequence_length))
-    return [inputs]
-
-def get_init_inputs():
-    return [model_name, config]
-'''.replace("MODEL_ID", MODEL_ID)
 RELU = '''
 import torch
 
@@ -95,34 +72,6 @@ def get_init_inputs():
 '''
 NEEDS_MISSING_PACKAGE = "import not_a_real_package_kb\n" + RELU
 SETTINGS = EvalSettings(backend="torch", correctness_trials=1, measure_timing=False, device="cpu")
-
-
-def tiny_model_files(dest: Path) -> Path:
-    """config.json, generation_config.json and model.safetensors of a 1-layer GPT-2 with 64 tokens."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2,
-                        bos_token_id=0, eos_token_id=0)
-    GPT2LMHeadModel(config).save_pretrained(dest)
-    return dest
-
-
-def world_readable(root: Path) -> None:
-    """pytest's temporary folders are private; a sandboxed candidate runs as another uid."""
-    for p in [root, *root.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-
-
-def lay_out_cache(cache: Path, files: Path, model_id: str = MODEL_ID, commit: str = COMMIT) -> Path:
-    """The hub's cache layout: refs/main -> commit, snapshots/<commit>/<files>."""
-    repo = cache / ("models--" + model_id.replace("/", "--"))
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(commit)
-    snap = repo / "snapshots" / commit
-    snap.mkdir(parents=True, exist_ok=True)
-    for f in files.iterdir():
-        shutil.copyfile(f, snap / f.name)
-    return snap
 
 
 @pytest.fixture(scope="module")

@@ -173,13 +173,20 @@ class Upstream:
     identity: dict
 
 
-def make_upstream(tmp: Path) -> Upstream:
-    """``KernelBench/level<N>/`` holding the fixture problems (written for the tests), plus other files."""
+def make_upstream(tmp: Path, level4: bool = False) -> Upstream:
+    """``KernelBench/level<N>/`` holding the fixture problems (written for the tests), plus other files;
+    with ``level4``, also a level-4 problem shaped like the official ones (it loads a hub model at import
+    and leaves a trace when its module body runs)."""
+    from fixtures.hub_models import HUB_PROBLEM_NAME, MARKED_HUB_PROBLEM
+
     from kernelbench.problems import load_directory
     from kernelbench.problems.identity import ProblemSetIdentity, identify, write_manifest
 
     repo = tmp / "upstream-KernelBench"
     shutil.copytree(F.PROBLEMS_DIR, repo / "KernelBench", ignore=shutil.ignore_patterns("__pycache__"))
+    if level4:
+        (repo / "KernelBench" / "level4").mkdir()
+        (repo / "KernelBench" / "level4" / f"{HUB_PROBLEM_NAME}.py").write_text(MARKED_HUB_PROBLEM)
     (repo / "README.md").write_text("# KernelBench (a stand-in)\n")
     (repo / "src").mkdir()
     (repo / "src" / "not_problems.py").write_text("print('not checked out')\n")
@@ -503,6 +510,69 @@ def test_publish_builds_and_deploys_the_site(runs):
     index = (Path(runs.deployments[0]["artifact"]) / "index.html").read_text()
     # sample (4x) ranks above the incumbent (2x on one problem)
     assert index.index("Sample Model") < index.index("Incumbent Model")
+
+
+@pytest.mark.slow
+def test_a_level_4_entry_from_pull_request_to_its_own_board(tmp_path, github_api):
+    """An official set with a level 4 (a problem that loads a hub model at import): validation accepts the
+    level-4 kernel without running the problem, the evaluation (local runner, the model in HF_HUB_CACHE)
+    scores it on its own board in the comment, and the published site has that board apart."""
+    pytest.importorskip("transformers")
+    from fixtures.hub_models import IMPORT_MARKER_ENV, TRITON_HUB_KERNEL, hub_cache_with_tiny_model
+
+    upstream = make_upstream(tmp_path, level4=True)
+    s = make_sample(tmp_path, upstream.identity)
+    git(s.origin, "checkout", "--quiet", "-b", "pr-3", s.base_sha)
+    F.write_submission(s.origin / "submissions" / "hub_entry.json", F.submission_dict("Hub Entry", kernels={
+        "level_1_problem_1_sample_0": F.kernel("triton_relu"), "level_4_problem_1_sample_0": TRITON_HUB_KERNEL}))
+    s.heads[3] = commit_all(s.origin, "add an entry with a level-4 kernel")
+    git(s.origin, "update-ref", "refs/pull/3/head", s.heads[3])
+    git(s.origin, "checkout", "--quiet", "main")
+    github_api.heads.update(s.heads)
+    store = tmp_path / "artifacts"
+    store.mkdir()
+    runs = Runs(tmp=tmp_path, sample=s, gh=github_api, store=store, upstream=upstream)
+    markers = {job: tmp_path / f"ran-during-{job}" for job in ("validate", "publish")}
+
+    v, _ = runs.job("validate.yml", "validate", "pull_request", pr_event(s, 3), sha=s.heads[3],
+                    extra_env={IMPORT_MARKER_ENV: str(markers["validate"])})
+    assert v.status == "success", v.log
+    assert (f"problem set kernelbench@{upstream.revision}: 7 problems (level 1: 4, level 2: 2, "
+            "level 4: 1 (own board))") in v.step("Check the problem set").log
+    assert (tmp_path / "ws1-validate" / "kernelbench-official" / "KernelBench" / "level4").is_dir()
+    assert "Level 4 (own board)" in v.summary and "Level 4 is a board of its own" in v.summary
+    report = json.loads((store / "validate-report" / "validate.json").read_text())
+    assert report["separate_levels"] == ["4"]
+    assert any(i["code"] == "needs-hub" for i in report["files"][0]["issues"])
+    assert not markers["validate"].exists()  # read and hashed, never run
+
+    cache = hub_cache_with_tiny_model(tmp_path / "hf")
+    job, _ = runs.job("evaluate.yml", "evaluate", "pull_request_target", pr_event(
+        s, 3, action="labeled", label={"name": "evaluate"}), sha=s.main_sha, secrets=SECRETS,
+        extra_env={"KB_RUNNER": "local", "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"})
+    assert job.status == "success", job.log
+    (body,) = [c["body"] for c in github_api.on(3) if c["body"].startswith("<!-- kernelbench:evaluate -->")]
+    assert "| **overall** | 6 | 1 | 1 (16.7%) |" in body
+    assert "| level 4 (own board, not in overall) | 1 | 1 | 1 (100.0%) |" in body
+    assert "Level 4 is a board of its own (Hugging Face models), not in the overall score: rank on `CPU` there " \
+           "once merged: **#1 of 1**" in body
+    assert "| `level_4_problem_1_sample_0` | correct |" in body
+
+    git(s.origin, "merge", "--quiet", "--no-ff", "-m", "Merge pull request #3", "pr-3")
+    shutil.copy(store / "evaluation-pr-3" / "evaluations" / "hub_entry__CPU.json", s.origin / "data" / "evaluations")
+    merged = commit_all(s.origin, "results of hub_entry on CPU")
+    build, _ = runs.job("publish.yml", "build", "push", {"ref": "refs/heads/main"}, sha=merged,
+                        extra_env={IMPORT_MARKER_ENV: str(markers["publish"])})
+    assert build.status == "success", build.log
+    site = store / "github-pages"
+    level4 = (site / "gpu" / "CPU" / "level4.html").read_text()
+    assert "Level 4 (Hugging Face models), not in the overall score" in level4
+    assert 'data-entry="hub_entry"' in level4 and 'data-entry="incumbent"' not in level4
+    assert "Not attempted (no level-4 kernel, so not listed): Incumbent Model." in level4
+    assert json.loads((site / "gpu" / "CPU" / "level4.json").read_text())["in_overall"] is False
+    index = (site / "index.html").read_text()
+    assert 'data-entry="hub_entry"' in index and 'data-entry="incumbent"' in index and "6 problems" in index
+    assert not markers["publish"].exists()
 
 
 # ---------------------------------------------------------------- the problem set

@@ -13,7 +13,8 @@ from pathlib import Path
 from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args
 
 #: The public board ranks the official set; ``--source builtin`` is the offline demo board.
-BOARD_DEFAULT_HELP = ("kernelbench: the official levels 1-3, 250 problems; --source builtin is the offline demo")
+BOARD_DEFAULT_HELP = ("kernelbench: the official levels 1-3, 250 problems, with level 4 (Hugging Face models) "
+                     "as a board of its own; --source builtin is the offline demo")
 
 
 def _board_sources(p: argparse.ArgumentParser) -> None:
@@ -21,7 +22,7 @@ def _board_sources(p: argparse.ArgumentParser) -> None:
 
 
 def _board_problems(args: argparse.Namespace):
-    """The board's problems: the official levels 1-3 by default (level 4 needs the network to build)."""
+    """The board's problems: the official levels 1-3 by default, and level 4 for its own board (read, never run)."""
     from kernelbench.problems import load_board_problems
 
     return load_board_problems(args.source, args.path)
@@ -125,7 +126,9 @@ def _validate(args: argparse.Namespace) -> int:
                 print(f"{f.path}:{where}{line}: {i.severity}: {i.message} [{i.code}]")
     rows = []
     for f in report.files:
-        cover = ", ".join(f"L{lv} {f.kernels_per_level.get(lv, 0)}/{n}" for lv, n in sorted(f.problems_per_level.items()))
+        cover = ", ".join(f"L{lv} {f.kernels_per_level.get(lv, 0)}/{n}"
+                          + (" (own board)" if lv in report.separate_levels else "")
+                          for lv, n in sorted(f.problems_per_level.items()))
         rows.append([f.path, f.display_name or "-", f.n_kernels, cover, f.n_errors, f.n_warnings,
                      "pass" if f.passed else "FAIL"])
     print()
@@ -172,6 +175,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     if ev.bundle_path:
         print(f"wrote {ev.bundle_path}; next: kernelbench leaderboard aggregate")
         return 0
+    for r in sorted(ev.no_verdict, key=lambda r: (r.level, r.problem_id, r.sample_id))[:10]:
+        print(f"no verdict for {r.key}: {r.error.one_line() if r.error else 'not evaluated'}", file=sys.stderr)
+    if len(ev.no_verdict) > 10:
+        print(f"... and {len(ev.no_verdict) - 10} more without a verdict", file=sys.stderr)
     print("some kernels have no result yet: run the same command again to resume", file=sys.stderr)
     return 1
 
@@ -189,20 +196,29 @@ def _aggregate(args: argparse.Namespace) -> int:
                              baselines_dir=baselines_dir, exclusions_path=Path(args.exclusions),
                              out_dir=Path(args.out), baseline_mode=args.baseline_mode)
     result = aggregate(problems, config, progress=True)
-    rows = []
-    for r in result.rows:
-        s = r.score
-        rows.append([r.gpu, r.rank if r.rank is not None else "-", r.entry, r.status,
-                     f"{s.correctness_rate:.1%}", f"{s.fast_p[1.0]:.1%}", f"{s.fast_p[2.0]:.1%}",
-                     f"{s.geomean_speedup:.3f}" if s.geomean_speedup is not None else "n/a",
-                     f"{s.fulldeck_geomean:.3f}"])
-    print(tabulate(rows, headers=["gpu", "rank", "entry", "audit", "correct", "fast_1", "fast_2",
-                                  "geomean (correct)", "full-deck geomean"], disable_numparse=True))
+    headers = ["gpu", "rank", "entry", "audit", "correct", "fast_1", "fast_2", "geomean (correct)",
+               "full-deck geomean"]
+    print(tabulate(_board_table(result.rows), headers=headers, disable_numparse=True))
+    for lv, rows in sorted(result.separate.items()):
+        print(f"\nlevel {lv}, a board of its own (not in the overall): entries with level-{lv} kernels, speedups "
+              f"against {' / '.join(sorted({r.speedup_basis for r in rows}))}")
+        print(tabulate(_board_table(rows), headers=headers, disable_numparse=True))
     if result.pending:
         print(f"\nnot evaluated yet: {', '.join(result.pending)}")
     print(f"\nwrote {len(result.written)} file(s) under {args.out}"
           + (f", removed {len(result.removed)} stale file(s)" if result.removed else ""))
     return 0
+
+
+def _board_table(rows) -> list[list]:
+    out = []
+    for r in rows:
+        s = r.score
+        out.append([r.gpu, r.rank if r.rank is not None else "-", r.entry, r.status,
+                    f"{s.correctness_rate:.1%}", f"{s.fast_p[1.0]:.1%}", f"{s.fast_p[2.0]:.1%}",
+                    f"{s.geomean_speedup:.3f}" if s.geomean_speedup is not None else "n/a",
+                    f"{s.fulldeck_geomean:.3f}"])
+    return out
 
 
 def _build(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from kernelbench.problems.model import (
 from kernelbench.problems.sources import (
     HF_DATASET_ID,
     OFFICIAL_LEVELS,
+    OFFICIAL_SEPARATE_LEVELS,
     SOURCES,
     builtin_root,
     load_board_problems,
@@ -19,11 +20,11 @@ from kernelbench.problems.sources import (
     load_huggingface,
     load_official,
     load_problems,
+    separate_board_levels,
 )
 
 __all__ = [
-    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "SOURCES", "Problem", "ProblemSet", "builtin_root", "load_board_problems",
-    "load_builtin",
-    "load_directory", "load_huggingface", "load_official", "load_problems", "normalized_code_hash", "parse_id_spec",
-    "problem_key",
+    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "OFFICIAL_SEPARATE_LEVELS", "SOURCES", "Problem", "ProblemSet",
+    "builtin_root", "load_board_problems", "load_builtin", "load_directory", "load_huggingface", "load_official",
+    "load_problems", "normalized_code_hash", "parse_id_spec", "problem_key", "separate_board_levels",
 ]

@@ -8,7 +8,8 @@ only read a cache that trusted code filled beforehand. This module holds the thr
 * :func:`hub_needs` reads, from the problem's source and without running it, which models it loads;
 * :func:`fetch_models` (trusted code only: it talks to the hub, possibly with a token) puts each model's
   config and PyTorch weights into a hub cache, keyed by model id and the commit it resolved to;
-* :func:`missing_models` tells, offline, whether a cache holds what a problem needs.
+* :func:`missing_models` tells, offline, whether a cache holds what a problem needs;
+* :func:`local_hub_blocker` says why this machine's evaluator cannot load them (the local runner).
 
 The cache has the hub's own layout (``models--<org>--<name>/refs``, ``snapshots/<commit>``), so
 ``from_pretrained`` with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` pointing at it loads from it
@@ -154,6 +155,39 @@ def cached_snapshot(model_id: str, cache_dir: str | Path, revision: str = DEFAUL
 def missing_models(models: Iterable[str], cache_dir: str | Path, revision: str = DEFAULT_REVISION) -> list[str]:
     """The models of ``models`` that the cache cannot serve offline."""
     return [m for m in models if cached_snapshot(m, cache_dir, revision) is None]
+
+
+#: Names the hub cache the local evaluator's workers read (and a sandboxed candidate sees, read-only).
+HUB_CACHE_ENV = "HF_HUB_CACHE"
+
+
+def local_hub_blocker(code: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why a problem that loads hub models cannot be evaluated on this machine, or None if it can.
+
+    The local evaluator fetches nothing: its workers run with a private ``HOME`` (so the default cache
+    under ``~/.cache`` is not theirs) and, sandboxed, without network; they load hub models only from
+    the cache ``HF_HUB_CACHE`` names, which a sandbox shows read-only. So that folder must be set and
+    hold every model the problem names. Calls whose model the source does not spell out cannot be
+    checked here and are left to the evaluation.
+    """
+    needs = hub_needs(code)
+    if not needs.models:
+        return None
+    env = os.environ if environ is None else environ
+    names = ", ".join(needs.models)
+    other = "or evaluate on Modal (--runner modal), whose trusted function fetches them"
+    cache = env.get(HUB_CACHE_ENV)
+    if not cache:
+        return (f"loads {names} from the Hugging Face hub, and the local evaluator reads hub models only from the "
+                f"cache {HUB_CACHE_ENV} names (its workers have a private HOME and, sandboxed, no network): set "
+                f"{HUB_CACHE_ENV} to a hub cache holding them, {other}")
+    missing = missing_models(needs.models, cache)
+    if not missing:
+        return None
+    listed = ", ".join(repr(m) for m in missing)
+    return (f"needs hub model(s) {', '.join(missing)}, which the hub cache {HUB_CACHE_ENV}={cache} lacks: put them there "
+            f"first (python -c \"from kernelbench.problems.hub import fetch_models; fetch_models([{listed}], '{cache}')\"), "
+            f"{other}")
 
 
 @dataclass

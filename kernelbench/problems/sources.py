@@ -20,8 +20,11 @@ from kernelbench.problems.model import LEVELS, Problem, ProblemSet
 log = logging.getLogger(__name__)
 
 SOURCES = ("builtin", "directory", "huggingface", "kernelbench")
-#: The levels the public leaderboard ranks on the official set (level 4 needs the network to build).
+#: The levels of the official board's overall ranking (KernelBench's own leaderboard ranks these).
 OFFICIAL_LEVELS = (1, 2, 3)
+#: Official levels ranked on a board of their own and never counted in the overall: level 4 loads
+#: Hugging Face models (``from_pretrained``), so it is evaluated only where those models can be had.
+OFFICIAL_SEPARATE_LEVELS = (4,)
 HF_DATASET_ID = "ScalingIntelligence/KernelBench"
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 _LEVEL_DIR_RE = re.compile(r"^level(\d+)$")
@@ -234,9 +237,31 @@ def load_problems(source: str = "builtin", path: str | Path | None = None,
 
 
 def load_board_problems(source: str = "kernelbench", path: str | Path | None = None) -> ProblemSet:
-    """The problems a leaderboard ranks: the official levels 1-3 for ``kernelbench`` (250 problems; level 4
-    needs the network to build its models and gets its own board once it can be evaluated), every level of
-    any other source (the built-in demo board has all four). The CLI and the CI scripts both use this, so
-    the board, its validation and the scores commented on a pull request count the same problems."""
-    levels = OFFICIAL_LEVELS if source == "kernelbench" else None
+    """The problems a leaderboard ranks: for ``kernelbench`` the official levels 1-3 (250 problems, the
+    overall board) and level 4 (20 problems that load Hugging Face models, a board of its own: see
+    :func:`separate_board_levels`); every level of any other source (the built-in demo board has all four,
+    all in its overall). The CLI and the CI scripts both use this, so the board, its validation and the
+    scores commented on a pull request count the same problems. Loading reads and hashes the files; a
+    level-4 file, which calls ``from_pretrained`` at import, is never run here."""
+    levels = OFFICIAL_LEVELS + OFFICIAL_SEPARATE_LEVELS if source == "kernelbench" else None
     return load_problems(source, path, levels=levels)
+
+
+def separate_board_levels(problems: ProblemSet) -> tuple[int, ...]:
+    """The levels of ``problems`` that a board ranks on their own, never in its overall score.
+
+    Only the official set has one: level 4, whose problems load Hugging Face models. KernelBench's
+    leaderboard ranks levels 1-3, and an overall that mixed in level 4 would rank entries partly by
+    whether they could reach the hub. The built-in suite's level 4 builds its models offline from a
+    config and stays in the demo board's overall. A set that does not hash as the official one has none.
+    """
+    from kernelbench.problems.identity import KERNELBENCH, ProblemSetMismatchError, identify
+
+    present = set(problems.levels())
+    if not present & set(OFFICIAL_SEPARATE_LEVELS):
+        return ()
+    try:
+        official = identify(problems).name == KERNELBENCH
+    except ProblemSetMismatchError:
+        return ()
+    return tuple(lv for lv in OFFICIAL_SEPARATE_LEVELS if lv in present) if official else ()

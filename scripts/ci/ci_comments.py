@@ -107,9 +107,17 @@ def evaluation_comment(scores: list, ctx: RunContext, problem_source: str) -> st
         for lv, ls in sorted(s.levels.items(), key=lambda kv: int(kv[0])):
             out.append(_score_row(f"level {lv}", ls))
         out.append(_score_row("**overall**", s.overall))
+        separate = s.separate
+        for lv, board in sorted(separate.items()):
+            out.append(_score_row(f"level {lv} (own board, not in overall)", board["score"]))
         out.append("")
         rank = f"**#{s.rank} of {s.n_ranked}**" if s.rank is not None else "not ranked"
         out.append(f"Rank on {md_code(s.gpu)} once merged: {rank} (by full-deck geomean) · audit: **{s.status}**")
+        for lv, board in sorted(separate.items()):
+            place = f"**#{board['rank']} of {board['n_ranked']}**" if board["rank"] is not None else "not ranked"
+            out.append("")
+            out.append(f"Level {lv} is a board of its own (Hugging Face models), not in the overall score: rank on "
+                       f"{md_code(s.gpu)} there once merged: {place}; speedups against {md_escape(board['speedup_basis'])}.")
         if s.reasons:
             out += ["", "Audit notes (a maintainer should look before merging):", ""]
             out += [f"- {md_escape(r)}" for r in s.reasons[:30]]

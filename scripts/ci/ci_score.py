@@ -32,6 +32,9 @@ class EntryScore:
     #: Per-problem rows of the problems this entry has a kernel for.
     problems: list[dict] = field(default_factory=list)
     bundle_file: str = ""
+    #: A separate level's board (official level 4: its own ranking, not in the overall), when the entry is on it:
+    #: level -> {"score": ScoreData as a dict, "rank", "n_ranked", "speedup_basis"}.
+    separate: dict[str, dict] = field(default_factory=dict)
 
 
 def _copy_json(src: Path, dest: Path) -> None:
@@ -48,7 +51,7 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
     from kernelbench.problems.identity import identify
     from leaderboard.aggregate import AggregateConfig, aggregate
     from leaderboard.bundle import read_bundle
-    from leaderboard.data_model import BoardIndex, ResultsFile, read_data_file
+    from leaderboard.data_model import BoardIndex, ResultsFile, rank_entries, read_data_file
 
     base = Path(base_root)
     bundles = sorted(Path(new_bundles).glob("*.json")) if Path(new_bundles).is_dir() else []
@@ -84,6 +87,14 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
                 raise CIError(f"aggregation produced no row for {entry} on {gpu}")
             results = read_data_file(scratch / "data" / rec.results_file, ResultsFile)
             n_ranked = sum(1 for e in index.entries if e.gpu == gpu and e.rank is not None)
+            separate = {}
+            for lv in index.separate_levels:
+                if rec.on_board(lv):
+                    ranked = rank_entries([e for e in index.entries if e.gpu == gpu], lv)
+                    separate[lv] = {"score": rec.score(lv).model_dump(mode="json"),
+                                    "rank": next(r for e, r in ranked if e.entry == entry),
+                                    "n_ranked": sum(1 for _, r in ranked if r is not None),
+                                    "speedup_basis": rec.speedup_basis_for(lv)}
             # The comment's renderer (ci_comments) imports only the standard library: it gets plain dicts.
             out.append(EntryScore(
                 entry=entry, gpu=gpu, display_name=rec.display_name, rank=rec.rank, n_ranked=n_ranked,
@@ -92,5 +103,6 @@ def score_new_bundles(problems, base_root: str | Path, new_submissions: str | Pa
                 overall=rec.scores.overall.model_dump(mode="json"),
                 levels={lv: s.model_dump(mode="json") for lv, s in rec.scores.levels.items()},
                 problems=[r.model_dump(mode="json") for r in results.problems if r.submitted], bundle_file=bundle_file,
+                separate=separate,
             ))
         return out

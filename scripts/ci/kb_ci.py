@@ -115,7 +115,7 @@ def _location_error(rel: str, full: Path) -> str | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kernelbench.problems import load_board_problems
+    from kernelbench.problems import load_board_problems, separate_board_levels
     from leaderboard.validate import FileReport, ValidationReport, load_static_guard, validate_file
 
     paths = _read_lines(args.files_from)
@@ -140,8 +140,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print("no submission file added or changed: nothing to validate")
         return 0
     problems = load_board_problems(args.source, args.path or None)
+    separate = separate_board_levels(problems)  # level 4 of the official set: its own board
     guard = None if args.no_guard else load_static_guard()
-    report = ValidationReport(problem_source=problems.source)
+    report = ValidationReport(problem_source=problems.source, separate_levels=[str(lv) for lv in separate])
     for rel in paths:
         full = Path(args.root) / rel
         where = _location_error(rel, full)
@@ -150,7 +151,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             fr.add("error", "file-refused" if rel in refused else "file-location",
                    f"{rel}: {refused[rel]}" if rel in refused else where)
         else:
-            fr = validate_file(full, problems, guard=guard, use_guard=not args.no_guard)
+            fr = validate_file(full, problems, guard=guard, use_guard=not args.no_guard, separate_levels=separate)
             fr.path = rel
         report.files.append(fr)
     (out / "validate.json").write_text(report.to_json(), encoding="utf-8")
@@ -226,8 +227,9 @@ def cmd_official_pin(args: argparse.Namespace) -> int:
     set_output("revision", revision)
     set_output("path", OFFICIAL_CHECKOUT)
     if checkout:
-        print(f"problem set: the official levels 1-3, {OFFICIAL_REPOSITORY} at {revision} (checked out into "
-              f"{OFFICIAL_CHECKOUT}/ and checked against the manifest)")
+        print(f"problem set: the official levels 1-3 (the overall board) and level 4 (a board of its own), "
+              f"{OFFICIAL_REPOSITORY} at {revision} (checked out into {OFFICIAL_CHECKOUT}/ and checked against "
+              "the manifest)")
     else:
         print(f"problem set: --source {args.source}" + (f" --path {args.path}" if args.path else "")
               + " (no checkout of the official problems)")
@@ -241,7 +243,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
     problem must hash as the manifest says (``load_board_problems`` refuses it otherwise), so a job never
     validates, evaluates or ranks against other problems under the official name.
     """
-    from kernelbench.problems import load_board_problems
+    from kernelbench.problems import load_board_problems, separate_board_levels
     from kernelbench.problems.identity import KERNELBENCH, identify
 
     path = args.path
@@ -256,13 +258,15 @@ def cmd_problems(args: argparse.Namespace) -> int:
                 raise CIError(f"{checkout} is {OFFICIAL_REPOSITORY} at {head[:12]}, but the manifest pins "
                               f"{pinned_revision()[:12]}")
         path = str(checkout.resolve())
-    problems = load_board_problems(args.source, path)
+    problems = load_board_problems(args.source, path)  # reads and hashes the files; runs none of them
     ident = identify(problems)
     if args.source == "kernelbench" and ident.name != KERNELBENCH:  # load_official refuses first; kept explicit
         raise CIError(f"{problems.source} is not the official set")
     if path:
         set_env("KB_SOURCE_PATH", path)
-    counts = ", ".join(f"level {lv}: {n}" for lv, n in sorted(problems.count_by_level().items()))
+    separate = separate_board_levels(problems)
+    counts = ", ".join(f"level {lv}: {n}" + (" (own board)" if lv in separate else "")
+                       for lv, n in sorted(problems.count_by_level().items()))
     print(f"problem set {ident.label}: {len(problems)} problems ({counts}) from {problems.source}")
     return 0
 
@@ -368,7 +372,8 @@ def cmd_post_comment(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- main
 def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default=os.environ.get("KB_SOURCE") or "kernelbench",
-                   help="problem source: kernelbench (the official levels 1-3 at the pinned commit), builtin, "
+                   help="problem source: kernelbench (the official levels 1-3 and, on its own board, level 4, at the "
+                        "pinned commit), builtin, "
                         "directory or huggingface (default: $KB_SOURCE or kernelbench)")
     p.add_argument("--path", default=os.environ.get("KB_SOURCE_PATH") or None,
                    help="folder or dataset for --source (default: $KB_SOURCE_PATH)")
