@@ -196,7 +196,7 @@ def test_settings_validate_their_numbers():
                           precision="bf16", device="cuda:1")
     assert (s.timing_budget_s, s.min_timing_trials, s.max_timing_trials, s.compile_timeout_s, s.stage_timeout_s,
             s.precision, s.device, s.backend) == (0.5, 10, 10, 90, 30, "bf16", "cuda:1", "torch")
-    with pytest.raises(BaselineError, match="min trials <= max trials"):
+    with pytest.raises(BaselineError, match="min_timing_trials <= max_timing_trials, got 50 and 10"):
         baseline_settings(1.0, min_trials=50, max_trials=10)
     with pytest.raises(BaselineError, match="timing budget must be positive"):
         baseline_settings(0)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelbench.evaluation.guards.runtime import LaunchReport, launch_findings, output_provenance_findings
+from kernelbench.evaluation.protocol import LaunchesReply
 from kernelbench.results import KernelResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +98,7 @@ def test_a_warning_finding_makes_a_worked_solution_a_defect():
     assert [f.severity for f in clean.guard_findings] == ["info"]  # the launch report itself is only info
     assert script.solution_ok(clean) and script.flagged_findings(clean) == []
     warned = clean.model_copy(update={"guard_findings": clean.guard_findings + output_provenance_findings(
-        {"recorded": True, "unowned_outputs": [0], "n_outputs": 1}, report)})
+        LaunchesReply(launches={}, unowned_outputs=[0], n_outputs=1, recorded=True), report)})
     assert not warned.failing_findings  # no error: the old check (errors only) let this pass
     assert not script.solution_ok(warned)
     assert [(f.rule, f.severity) for f in script.flagged_findings(warned)] == [("library-output", "warning")]
