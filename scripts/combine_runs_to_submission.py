@@ -26,6 +26,8 @@ def _resolve(run: str, runs_dir: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.backends import submission_backends
+
     p = argparse.ArgumentParser(description="Combine per-level run directories into a submission JSON file.")
     for lv in (1, 2, 3, 4):
         p.add_argument(f"--level{lv}_run", f"--level{lv}-run", dest=f"level{lv}_run", default=None,
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--organization", default=None)
     p.add_argument("--notes", default=None)
     p.add_argument("--model", default=None, help="model that produced the kernels")
-    p.add_argument("--backend", choices=["cuda", "triton"], default=None,
+    p.add_argument("--backend", choices=submission_backends(), default=None,
                    help="backend of all kernels (default: detected per kernel)")
     p.add_argument("--date", default=None, help="date the kernels were produced (YYYY-MM-DD)")
     p.add_argument("--solutions_dir", "--solutions-dir", default=None,

@@ -124,13 +124,14 @@ def runner_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:
     """Evaluation options; ``sandbox_default`` is "require" where strangers' code is evaluated (the leaderboard)."""
-    from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
+    from kernelbench.backends import backend_names
+    from kernelbench.constants import PRECISIONS, TOLERANCE_MODES
     from kernelbench.evaluation.settings import EvalSettings
 
     # Every default is EvalSettings' own, so the command line and the library cannot drift apart.
     g = p.add_argument_group("evaluation")
     # (evaluate-run and run default backend, precision and tolerance mode to None: run.json's, else these.)
-    g.add_argument("--backend", choices=BACKENDS, default=EvalSettings.backend, help="what the candidate is written in")
+    g.add_argument("--backend", choices=backend_names(), default=EvalSettings.backend, help="what the candidate is written in")
     g.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision,
                    help="precision of inputs and weights")
     g.add_argument("--correctness-trials", type=positive_int, default=EvalSettings.correctness_trials,
