@@ -8,13 +8,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kernelbench.problems import LEVELS, SOURCES
+from kernelbench.problems import LEVELS, source_names
 
 
 def add_source_args(p: argparse.ArgumentParser, default: str = "builtin",
                     default_help: str = "builtin, the suite shipped with the package") -> None:
     g = p.add_argument_group("problem source")
-    g.add_argument("--source", choices=SOURCES, default=default,
+    g.add_argument("--source", choices=source_names(), default=default,
                    help=f"where problems come from: kernelbench is the official set at the pinned revision (from "
                         f"--path, ./KernelBench/ or the hub, checked by hash) (default: {default_help})")
     g.add_argument("--path", default=None,
@@ -65,8 +65,10 @@ def print_json(data: Any) -> None:
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
+    from kernelbench.runners import runner_names
+
     g = p.add_argument_group("where to run")
-    g.add_argument("--runner", choices=["local", "modal"], default="local",
+    g.add_argument("--runner", choices=runner_names(), default="local",
                    help="local: this machine's GPUs (or CPU); modal: Modal cloud GPUs (needs a Modal token)")
     g.add_argument("--gpu", default="H100", help="GPU type for --runner modal: H100, A100-80GB, L40S, B200")
     c = p.add_argument_group("cost control (--runner modal; the estimate is printed before anything is sent)")
