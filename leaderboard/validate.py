@@ -194,7 +194,7 @@ def unencodable_strings(value: object, where: str = "$", limit: int = 20) -> lis
 
 def _runner_notes(report: FileReport, problem, key: str) -> None:
     """Notes (severity info) for kernels whose problem needs more than torch: a hub model, or a package Modal lacks."""
-    from kernelbench.runners.modal_runner import hub_models_of, modal_blocker
+    from kernelbench.runners.modal_problems import hub_models_of, modal_blocker
 
     blocker = modal_blocker(problem)
     if blocker is not None:
