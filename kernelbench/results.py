@@ -21,9 +21,8 @@ from kernelbench.speedup import (
     speedup_interval,
 )
 
-Backend = Literal["cuda", "triton", "torch"]
 Precision = Literal["fp32", "fp16", "bf16"]
-from kernelbench.constants import BACKENDS, PRECISIONS  # noqa: E402,F401  (re-exported)
+from kernelbench.constants import PRECISIONS  # noqa: E402,F401  (re-exported)
 
 RESULT_SCHEMA_VERSION = 1
 MAX_TRACEBACK_CHARS = 4000

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.errors import RunDirectoryError
 from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
 from kernelbench.problems.identity import RecordedProblemSet
@@ -189,7 +190,7 @@ def entry_to_result(entry: dict, level: int, problem_id: int, problem_name: str 
             error = StageError.make(stage, "KernelBenchResult", reason or "not compiled")
     return KernelResult(
         level=level, problem_id=problem_id, problem_name=problem_name or f"{problem_id}",
-        sample_id=int(entry.get("sample_id", 0)), backend=str(meta.get("backend", "cuda")),
+        sample_id=int(entry.get("sample_id", 0)), backend=str(meta.get("backend", DEFAULT_BACKEND)),
         compiled=compiled, correct=correct, runtime=timing, ref_runtime=ref_timing, error=error,
         timing_note="imported from a KernelBench eval_results.json: only the mean runtime is known",
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.baselines import Baseline, baseline_path_for_gpu, load_baseline
 from kernelbench.io_utils import atomic_write_json
 from kernelbench.problems.identity import (
@@ -483,7 +484,7 @@ def _entry_meta(sub: Submission) -> EntryMeta:
         display_name=m.display_name, organization=m.organization, notes=m.notes,
         model=m.model.model_dump(mode="json", exclude_none=True) if m.model else None,
         date=m.date.isoformat() if m.date else None, url=m.url,
-        backend="+".join(backends) if backends else (m.backend or "cuda"),
+        backend="+".join(backends) if backends else (m.backend or DEFAULT_BACKEND),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kernelbench.backends import DEFAULT_BACKEND, detect_backend, submission_backends
 from leaderboard.errors import SubmissionError
 
 #: A kernel larger than this is not a hand- or model-written kernel any more (embedded binaries...).
@@ -25,7 +26,8 @@ MAX_KERNEL_BYTES = 256 * 1024
 MAX_FILE_BYTES = 50 * 1024 * 1024
 #: The sample the leaderboard evaluates and ranks (KernelBench's greedy sample).
 RANKED_SAMPLE = 0
-SUBMISSION_BACKENDS = ("cuda", "triton")
+#: What ``metadata.backend`` accepts: the backends whose spec allows submissions (kernelbench.backends).
+SubmissionBackend = Literal[submission_backends()]
 
 KEY_RE = re.compile(r"^level_([1-9]\d*)_problem_([1-9]\d*)_sample_(0|[1-9]\d*)$")
 _LOOSE_KEY_RE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)$")
@@ -106,7 +108,7 @@ class Metadata(BaseModel):
     organization: str | None = Field(default=None, max_length=80)
     notes: str | None = Field(default=None, max_length=2000)
     #: cuda or triton; when absent each kernel's backend is detected from its source (default cuda).
-    backend: Literal["cuda", "triton"] | None = None
+    backend: SubmissionBackend | None = None
     model: ModelDetails | None = None
     #: When the kernels were produced (ISO date); shown on the board, never taken from the clock.
     date: Date | None = None
@@ -152,10 +154,11 @@ class Submission(BaseModel):
         return sorted(out, key=lambda kv: kv[0])
 
     def backend_for(self, source: str) -> str:
-        """The metadata's backend, else what the source itself uses, else cuda."""
+        """The metadata's backend, else what the source itself uses (:func:`kernelbench.backends.detect_backend`),
+        else the default (cuda)."""
         if self.metadata.backend:
             return self.metadata.backend
-        return detect_backend(source) or "cuda"
+        return detect_backend(source) or DEFAULT_BACKEND
 
     def sha256(self) -> str:
         """Identity of the content (not the formatting), to tell whether results are stale."""
@@ -184,33 +187,6 @@ def content_sha256(sub: Submission) -> str:
     canonical = json.dumps({"metadata": sub.metadata.model_dump(mode="json"), "kernels": sub.kernels},
                            sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def detect_backend(source: str) -> str | None:
-    """``triton`` if the source imports triton, ``cuda`` if it builds a C++/CUDA extension, else None."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    uses_triton = False
-    uses_cuda = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-            uses_triton |= any(n.split(".")[0] == "triton" for n in names)
-            uses_cuda |= any(n.startswith("torch.utils.cpp_extension") for n in names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            uses_triton |= node.module.split(".")[0] == "triton"
-            uses_cuda |= node.module.startswith("torch.utils.cpp_extension")
-        elif isinstance(node, ast.Attribute) and node.attr in ("load_inline", "cpp_extension"):
-            uses_cuda = True
-        elif isinstance(node, ast.Name) and node.id == "load_inline":
-            uses_cuda = True
-    if uses_triton and not uses_cuda:
-        return "triton"
-    if uses_cuda:
-        return "cuda"
-    return None
 
 
 def defines_model_new(tree: ast.Module) -> bool:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
+from kernelbench.backends import DEFAULT_BACKEND, detect_backend, submission_backends
 from kernelbench.problems.model import ProblemSet
 from kernelbench.problems.sources import separate_board_levels
 from leaderboard.jsonio import human_bytes, read_json_document
@@ -27,7 +28,6 @@ from leaderboard.schema import (
     Metadata,
     check_entry_id,
     defines_model_new,
-    detect_backend,
     entry_id_for,
     parse_kernel_key,
 )
@@ -194,7 +194,7 @@ def unencodable_strings(value: object, where: str = "$", limit: int = 20) -> lis
 
 def _runner_notes(report: FileReport, problem, key: str) -> None:
     """Notes (severity info) for kernels whose problem needs more than torch: a hub model, or a package Modal lacks."""
-    from kernelbench.runners.modal_runner import hub_models_of, modal_blocker
+    from kernelbench.runners.modal_problems import hub_models_of, modal_blocker
 
     blocker = modal_blocker(problem)
     if blocker is not None:
@@ -258,7 +258,7 @@ def _check_kernel(report: FileReport, key: str, source: object, problems: Proble
         report.add("error", "no-modelnew", "the source does not define ModelNew at module level "
                    "(class ModelNew(nn.Module): ...)", key=key)
     detected = detect_backend(source)
-    backend = meta_backend or detected or "cuda"
+    backend = meta_backend or detected or DEFAULT_BACKEND
     if meta_backend and detected and detected != meta_backend:
         report.add("warning", "backend-mismatch",
                    f"metadata.backend is {meta_backend} but this kernel looks like {detected}; "
@@ -325,7 +325,7 @@ def validate_file(path: str | Path, problems: ProblemSet, guard: GuardFn | None 
         meta = _check_metadata(report, value["metadata"])
     meta_backend = meta.backend if meta else (
         value["metadata"].get("backend") if isinstance(value.get("metadata"), dict)
-        and value["metadata"].get("backend") in ("cuda", "triton") else None)
+        and value["metadata"].get("backend") in submission_backends() else None)
 
     kernels = value.get("kernels")
     if "kernels" not in value:

@@ -33,20 +33,21 @@ if (_REPO / "modal_app").is_dir() and str(_REPO) not in sys.path:
 
 import modal  # noqa: E402
 
+from kernelbench.backends import backend_names  # noqa: E402
 from kernelbench.errors import KernelBenchError  # noqa: E402
 from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings  # noqa: E402
 from kernelbench.hardware import MODAL_GPUS, modal_gpu_name  # noqa: E402
-from kernelbench.problems import SOURCES  # noqa: E402
-from kernelbench.results import BACKENDS, PRECISIONS  # noqa: E402
+from kernelbench.problems import source_names  # noqa: E402
+from kernelbench.results import PRECISIONS  # noqa: E402
 from kernelbench.runners.modal_runner import APP_NAME, ModalRunner  # noqa: E402
 from modal_app import versions  # noqa: E402
 from modal_app.image import build_image, recipe_for, recipe_for_fetch  # noqa: E402
 
 # Choices shown by `modal run ... --help`, taken from the library so they cannot drift.
 GpuName = Literal[MODAL_GPUS]
-Source = Literal[SOURCES]
-Backend = Literal[BACKENDS]
-BackendOrRun = Literal[("", *BACKENDS)]
+Source = Literal[source_names()]
+Backend = Literal[backend_names()]
+BackendOrRun = Literal[("", *backend_names())]
 Precision = Literal[PRECISIONS]
 ToleranceMode = Literal[TOLERANCE_MODES]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.errors import KernelBenchError, RunDirectoryError
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.io_utils import atomic_write_text
@@ -134,7 +135,7 @@ def run_level(run_dir: str | Path, level: int | None = None) -> int:
     return rd.level
 
 
-def run_backend(run_dir: str | Path, default: str = "cuda") -> str:
+def run_backend(run_dir: str | Path, default: str = DEFAULT_BACKEND) -> str:
     """The backend recorded in the run's ``run.json`` by ``generate``, else ``default``.
 
     A run.json that cannot be read is a RunDirectoryError naming the file and the field.

@@ -34,7 +34,7 @@ EVAL_PIP_PINS: tuple[str, ...] = (
 KERNEL_LIBRARY_PINS: tuple[str, ...] = (
     "nvidia-cutlass-dsl[cu13]==4.8.1",
 )
-#: Packages some problems import (``kernelbench.runners.modal_runner.MODAL_IMAGE_MODULES``): official
+#: Packages some problems import (``kernelbench.runners.modal_problems.MODAL_IMAGE_MODULES``): official
 #: level 3's Mamba problems import einops; level 4 loads its models with transformers from the hub cache
 #: (huggingface_hub and safetensors pinned with it, the versions the CPU test suite loads the cache with).
 PROBLEM_PIP_PINS: tuple[str, ...] = (

@@ -23,13 +23,8 @@ from typing import Any
 from kernelbench.evaluation.settings import EvalJob
 from kernelbench.hardware import nvidia_smi_query
 from kernelbench.results import EnvironmentInfo, KernelResult, Stage, StageError
-from kernelbench.runners.modal_runner import (
-    WIRE_VERSION,
-    baseline_request_from_wire,
-    describe_exception,
-    job_from_wire,
-    result_to_wire,
-)
+from kernelbench.runners.modal_runner import describe_exception
+from kernelbench.runners.wire import WIRE_VERSION, baseline_request_from_wire, job_from_wire, result_to_wire
 from modal_app.health import retire_decision
 
 log = logging.getLogger(__name__)
@@ -249,7 +244,7 @@ def fetch_hub_payload(payload: dict[str, Any], *, cache_dir: str | Path, token: 
     something new was downloaded, so that containers started afterwards see it.
     """
     from kernelbench.problems.hub import fetch_models
-    from kernelbench.runners.modal_runner import fetch_request_from_wire
+    from kernelbench.runners.wire import fetch_request_from_wire
 
     models = fetch_request_from_wire(payload)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)

@@ -375,9 +375,11 @@ def timing_method_option(args: KvArgs) -> None:
 
 
 def eval_options(args: KvArgs) -> list[str]:
+    from kernelbench.runners import runner_names
+
     mode = (args.eval_mode or "local").lower()
-    if mode not in ("local", "modal"):
-        raise KvError(f"eval_mode={args.eval_mode}: choose local or modal")
+    if mode not in runner_names():
+        raise KvError(f"eval_mode={args.eval_mode}: choose {' or '.join(runner_names())}")
     timing_method_option(args)
     check_kernel_option(args)
     argv = ["--runner", mode]

@@ -26,6 +26,9 @@ def _resolve(run: str, runs_dir: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.backends import submission_backends
+    from kernelbench.problems import source_names
+
     p = argparse.ArgumentParser(description="Combine per-level run directories into a submission JSON file.")
     for lv in (1, 2, 3, 4):
         p.add_argument(f"--level{lv}_run", f"--level{lv}-run", dest=f"level{lv}_run", default=None,
@@ -36,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--organization", default=None)
     p.add_argument("--notes", default=None)
     p.add_argument("--model", default=None, help="model that produced the kernels")
-    p.add_argument("--backend", choices=["cuda", "triton"], default=None,
+    p.add_argument("--backend", choices=submission_backends(), default=None,
                    help="backend of all kernels (default: detected per kernel)")
     p.add_argument("--date", default=None, help="date the kernels were produced (YYYY-MM-DD)")
     p.add_argument("--solutions_dir", "--solutions-dir", default=None,
                    help="instead of runs: a folder of level<L>/<id>_<Name>.py kernels")
-    p.add_argument("--source", default="builtin", choices=["kernelbench", "builtin", "directory", "huggingface"],
+    p.add_argument("--source", default="builtin", choices=source_names(),
                    help="problem set that --solutions_dir file names are checked against (default: builtin)")
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     args = p.parse_args(argv)

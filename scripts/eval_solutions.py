@@ -31,11 +31,13 @@ _SHARE_RE = re.compile(r"take (\d+)% of device time")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from kernelbench.backends import solution_backends
+
     p = argparse.ArgumentParser(prog="eval_solutions.py", description=__doc__.strip().splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.strip().splitlines()[1:]))
-    p.add_argument("--backend", action="append", choices=("triton", "cuda"), default=None,
-                   help="only this backend (repeatable; default: both)")
+    p.add_argument("--backend", action="append", choices=solution_backends(), default=None,
+                   help="only this backend (repeatable; default: every backend with worked solutions)")
     p.add_argument("--only", nargs="+", default=None, metavar="L:P",
                    help="only these problems, as level:id (e.g. 1:8 2:1)")
     from kernelbench.evaluation.settings import EvalSettings
@@ -95,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from tabulate import tabulate
 
+    from kernelbench.backends import get_backend, solution_backends
     from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
     from kernelbench.problems import load_builtin
     from kernelbench.solutions import list_solutions
 
-    backends = args.backend or ["triton", "cuda"]
+    backends = args.backend or list(solution_backends())
     solutions = [s for b in backends for s in list_solutions(b)
                  if wanted is None or (s.level, s.problem_id) in wanted]
     if not solutions:
@@ -108,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     suite = load_builtin(sorted({s.level for s in solutions}))
     base = EvalSettings(correctness_trials=args.correctness_trials, timing_budget_s=args.timing_budget,
                         measure_timing=not args.no_timing, device=args.device)
-    # Triton first: the GPU evaluates those while every CUDA solution builds on the CPU.
-    order = sorted(solutions, key=lambda s: (s.backend != "triton", s.level, s.problem_id))
+    # Backends that build ahead (CUDA) last: the GPU evaluates the others while those build on the CPU.
+    order = sorted(solutions, key=lambda s: (get_backend(s.backend).builds_ahead, s.backend, s.level, s.problem_id))
     jobs = [EvalJob(suite.get(s.level, s.problem_id), s.source, base.with_(backend=s.backend)) for s in order]
     print(f"eval_solutions: {len(jobs)} worked solutions ({', '.join(backends)})", file=sys.stderr)
     started = time.monotonic()

@@ -26,6 +26,7 @@ import _kv
 from _kv import Key
 
 from kernelbench.evaluation.settings import EvalSettings
+from kernelbench.runners import runner_names
 
 PROG = "generate_baseline_time.py"
 MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs")
@@ -122,8 +123,8 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     _kv.add(argv, "--precision", args.precision)
     _kv.add(argv, "--device", args.device)
     mode = (args.eval_mode or "local").lower()
-    if mode not in ("local", "modal"):
-        raise _kv.KvError(f"eval_mode={args.eval_mode}: choose local or modal")
+    if mode not in runner_names():
+        raise _kv.KvError(f"eval_mode={args.eval_mode}: choose {' or '.join(runner_names())}")
     argv += ["--runner", mode]
     if mode == "modal":
         argv += ["--gpu", str(args.gpu or "H100")]

@@ -111,6 +111,8 @@ def build(measurement: Path, submission: Path, evaluated_on: str | None, entry: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.backends import solution_backends
+
     p = argparse.ArgumentParser(prog="solutions_bundle.py", description=__doc__.strip().splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.strip().splitlines()[1:]))
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submission", required=True, type=Path, help="the entry's submission file")
     p.add_argument("--out", required=True, type=Path, help="folder for <entry>__<GPU>.json")
     p.add_argument("--evaluated-on", default=None, help="the day the measurement ran (ISO date)")
-    p.add_argument("--refresh-submission", choices=("triton", "cuda"), default=None, metavar="BACKEND",
+    p.add_argument("--refresh-submission", choices=solution_backends(), default=None, metavar="BACKEND",
                    help="first rewrite the submission's kernels from the package's worked solutions of BACKEND")
     args = p.parse_args(argv)
 

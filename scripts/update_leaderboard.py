@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baselines_dir", "--baselines-dir", default=None,
                    help="default: baselines/kernelbench for the official set, baselines for the built-in suite")
     p.add_argument("--exclusions", default="leaderboard/exclusions.json")
-    p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"])
+    from kernelbench.problems import source_names
+
+    p.add_argument("--source", default="kernelbench", choices=source_names())
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")
     args = p.parse_args(argv)
     level_runs = {lv: getattr(args, f"level{lv}") for lv in (1, 2, 3, 4) if getattr(args, f"level{lv}")}

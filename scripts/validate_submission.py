@@ -15,12 +15,14 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.problems import source_names
+
     p = argparse.ArgumentParser(description="Validate leaderboard submission JSON files (never executes them).")
     p.add_argument("files", nargs="*", metavar="FILE", help="submission JSON file(s)")
     p.add_argument("--submission", action="append", default=[], help="a submission file (repeatable)")
     p.add_argument("--report_json", "--report-json", default=None, help="write the full report as JSON")
     p.add_argument("--report_md", "--report-md", default=None, help="write a Markdown summary for a PR comment")
-    p.add_argument("--source", default="kernelbench", choices=["kernelbench", "builtin", "directory", "huggingface"],
+    p.add_argument("--source", default="kernelbench", choices=source_names(),
                    help="problem set the keys are checked against (default: kernelbench, the official levels 1-3 and, on "
                         "its own board, level 4; builtin is the demo)")
     p.add_argument("--path", default=None, help="folder or dataset for --source directory/huggingface")

@@ -18,7 +18,7 @@ EXAMPLES: list[p.Command | p.Reply] = [
     p.Init(),
     p.Setup(code="class Model: ...", precision="fp32", atol=1e-4, rtol=1e-4, init_seed=42, probe_seed=7,
             ieee_fp32=True, compile_mode=None),
-    p.Load(problem_code="x = 1", source="y = 2", backend="triton", precision="bf16", init_seed=42, eval_mode=False,
+    p.Load(problem_code="x = 1", source="y = 2", backend="triton", record_launches=True, precision="bf16", init_seed=42, eval_mode=False,
            cache_namespace=None, cache_scope="ab" * 8, ieee_fp32=False),
     p.Run(seed=1, fwd_seed=2, slot=0, poison=False),
     p.Run(seed=1, fwd_seed=2, slot=None, poison=True),

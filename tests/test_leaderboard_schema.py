@@ -7,6 +7,7 @@ import json
 import pytest
 from fixtures.leaderboard import factory as F
 
+from kernelbench.backends import detect_backend
 from leaderboard.errors import SubmissionError
 from leaderboard.jsonio import parse_json_bytes, read_json_document
 from leaderboard.schema import (
@@ -14,7 +15,6 @@ from leaderboard.schema import (
     Metadata,
     Submission,
     check_entry_id,
-    detect_backend,
     load_submission,
     parse_kernel_key,
 )

@@ -15,12 +15,8 @@ from pathlib import Path
 import pytest
 
 from kernelbench.hardware import MODAL_GPUS
-from kernelbench.runners.modal_runner import (
-    ModalRunner,
-    function_name,
-    job_to_wire,
-    result_from_wire,
-)
+from kernelbench.runners.modal_runner import ModalRunner, function_name
+from kernelbench.runners.wire import job_to_wire, result_from_wire
 
 modal = pytest.importorskip("modal")
 

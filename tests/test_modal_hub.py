@@ -47,14 +47,9 @@ from kernelbench.problems.hub import (  # noqa: E402
     select_files,
 )
 from kernelbench.results import Stage  # noqa: E402
-from kernelbench.runners.modal_runner import (  # noqa: E402
-    NOT_RUNNABLE_TYPE,
-    REMOTE_ERROR_TYPE,
-    ModalRunner,
-    job_to_wire,
-    modal_blocker,
-    result_from_wire,
-)
+from kernelbench.runners.modal_problems import NOT_RUNNABLE_TYPE, modal_blocker  # noqa: E402
+from kernelbench.runners.modal_runner import REMOTE_ERROR_TYPE, ModalRunner  # noqa: E402
+from kernelbench.runners.wire import job_to_wire, result_from_wire  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RELU = '''
@@ -350,7 +345,7 @@ def test_an_hf_token_secret_goes_to_the_trusted_fetch_and_nowhere_else():
 
 
 def test_the_image_installs_every_package_a_runnable_problem_may_import():
-    from kernelbench.runners.modal_runner import MODAL_IMAGE_MODULES
+    from kernelbench.runners.modal_problems import MODAL_IMAGE_MODULES
     from modal_app.image import recipe_for
 
     pins = recipe_for("H100").pinned()
@@ -451,7 +446,7 @@ def test_a_model_the_fetch_could_not_get_gives_that_kernel_an_infrastructure_res
 def job_to_wire_result(payload: dict) -> dict:
     """A stand-in verdict for kernels whose evaluation is not what a test is about (correct, not timed)."""
     from kernelbench.results import KernelResult
-    from kernelbench.runners.modal_runner import job_from_wire, result_to_wire
+    from kernelbench.runners.wire import job_from_wire, result_to_wire
 
     index, j = job_from_wire(payload)
     p = j.problem
@@ -469,7 +464,7 @@ def test_the_hub_function_says_plainly_when_the_cache_lacks_the_model(problems, 
 
 
 def test_the_fetch_body_commits_the_volume_only_after_a_download(tmp_path, fake_hub):
-    from kernelbench.runners.modal_runner import fetch_reply_from_wire, fetch_request_to_wire
+    from kernelbench.runners.wire import fetch_reply_from_wire, fetch_request_to_wire
     from modal_app.worker import fetch_hub_payload
 
     endpoint, _hub = fake_hub
@@ -519,7 +514,7 @@ def test_modal_check_hub_job_goes_through_the_fetch_and_reports_item_by_item(pro
     from modal_app.commands import CHECK_HUB_MODEL, check_hub_job, check_hub_report, check_text
 
     real = check_hub_job()
-    from kernelbench.runners.modal_runner import hub_models_of
+    from kernelbench.runners.modal_problems import hub_models_of
 
     assert hub_models_of(real.problem) == (CHECK_HUB_MODEL,) and modal_blocker(real.problem) is None
     tiny_code = real.problem.code.replace(f'"{CHECK_HUB_MODEL}"', f'"{MODEL_ID}"')
@@ -564,7 +559,7 @@ def test_gpu_hub_function_evaluates_and_times_a_level4_kernel_from_the_cache(pro
 
 
 def test_baselines_of_level4_problems_are_measured_after_the_fetch_and_a_failed_fetch_is_recorded(problems):
-    from kernelbench.runners.modal_runner import WIRE_VERSION, fetch_request_from_wire
+    from kernelbench.runners.wire import WIRE_VERSION, fetch_request_from_wire
 
     sent: list[str] = []
 

@@ -29,13 +29,15 @@ from kernelbench.results import KernelResult, Stage
 from kernelbench.runners import get_runner
 from kernelbench.runners.modal_runner import (
     REMOTE_ERROR_TYPE,
-    WIRE_VERSION,
     ModalRunner,
-    WireFormatError,
     function_name,
+    modal_token_available,
+)
+from kernelbench.runners.wire import (
+    WIRE_VERSION,
+    WireFormatError,
     job_from_wire,
     job_to_wire,
-    modal_token_available,
     result_from_wire,
     result_to_wire,
 )
@@ -443,7 +445,7 @@ def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_e
     (Level 4, transformers and a hub model, does run: tests/test_modal_hub.py.)"""
     import dataclasses
 
-    from kernelbench.runners.modal_runner import NOT_RUNNABLE_TYPE
+    from kernelbench.runners.modal_problems import NOT_RUNNABLE_TYPE
 
     hub = dataclasses.replace(problems.get(1, 1), requirements=("not_a_real_package_kb",))
     jobs = [job(problems, 2), EvalJob(problem=hub, candidate_source=GOOD[1], settings=SETTINGS), job(problems, 3)]

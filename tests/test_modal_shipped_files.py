@@ -143,7 +143,7 @@ def test_nothing_but_our_sources_and_data_is_shipped(app_module):
 def _worked_solution_payload(device: str) -> tuple[dict, object]:
     from kernelbench.evaluation.settings import EvalJob, EvalSettings
     from kernelbench.problems import load_problems
-    from kernelbench.runners.modal_runner import job_to_wire
+    from kernelbench.runners.wire import job_to_wire
     from kernelbench.solutions import list_solutions
 
     solution = next(s for s in list_solutions("triton", level=1) if s.problem_id == 8)  # ReLU
@@ -158,7 +158,7 @@ def _worked_solution_payload(device: str) -> tuple[dict, object]:
 EVALUATE_IN_CONTAINER = """
     import json
     import modal_app.app as app
-    from kernelbench.runners.modal_runner import job_from_wire, result_from_wire
+    from kernelbench.runners.wire import job_from_wire, result_from_wire
     payload = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "payload.json"))
     _, job = job_from_wire(payload)
     out = app.evaluate_h100.local(payload)
@@ -181,7 +181,7 @@ def _run_payload(root: Path, tmp_path: Path, payload: dict, code: str, env: dict
 
 @pytest.mark.slow
 def test_evaluate_function_runs_a_worked_solution_from_the_shipped_files(shipped_root, tmp_path):
-    from kernelbench.runners.modal_runner import result_from_wire
+    from kernelbench.runners.wire import result_from_wire
 
     payload, _job = _worked_solution_payload("cpu")
     out = _run_payload(shipped_root, tmp_path, payload, EVALUATE_IN_CONTAINER, {"TRITON_INTERPRET": "1"})
@@ -204,7 +204,7 @@ def test_baselines_function_runs_from_the_shipped_files(shipped_root, tmp_path):
     from kernelbench.baselines import EAGER
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.problems import load_problems
-    from kernelbench.runners.modal_runner import baseline_request_to_wire
+    from kernelbench.runners.wire import baseline_request_to_wire
 
     problem = load_problems("builtin", levels=[1]).get(1, 8)
     payload = baseline_request_to_wire(problem, [EAGER], EvalSettings(backend="torch", timing_budget_s=0.2), 0)
@@ -218,7 +218,7 @@ def test_baselines_function_runs_from_the_shipped_files(shipped_root, tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_evaluate_function_times_a_worked_solution_from_the_shipped_files(shipped_root, tmp_path):
-    from kernelbench.runners.modal_runner import result_from_wire
+    from kernelbench.runners.wire import result_from_wire
 
     payload, _job = _worked_solution_payload("cuda")
     out = _run_payload(shipped_root, tmp_path, payload, EVALUATE_IN_CONTAINER, {})
@@ -233,7 +233,7 @@ def test_gpu_baselines_function_measures_from_the_shipped_files(shipped_root, tm
     from kernelbench.baselines import EAGER
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.problems import load_problems
-    from kernelbench.runners.modal_runner import baseline_request_to_wire
+    from kernelbench.runners.wire import baseline_request_to_wire
 
     problem = load_problems("builtin", levels=[1]).get(1, 8)
     payload = baseline_request_to_wire(problem, [EAGER], EvalSettings(backend="torch", timing_budget_s=0.5), 0)
@@ -260,7 +260,7 @@ def test_evaluate_hub_function_runs_a_level4_kernel_from_the_shipped_files(shipp
     from kernelbench.evaluation.settings import EvalJob, EvalSettings
     from kernelbench.problems.contract import extra_requirements, identity_candidate
     from kernelbench.problems.model import Problem
-    from kernelbench.runners.modal_runner import job_to_wire, result_from_wire
+    from kernelbench.runners.wire import job_to_wire, result_from_wire
 
     cache = tmp_path / "hub"
     lay_out_cache(cache, tiny_model_files(tmp_path / "model"))

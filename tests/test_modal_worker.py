@@ -12,12 +12,7 @@ import pytest
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.problems import load_directory
 from kernelbench.results import EnvironmentInfo, KernelResult, Stage, StageError
-from kernelbench.runners.modal_runner import (
-    WIRE_VERSION,
-    baseline_request_to_wire,
-    job_to_wire,
-    result_from_wire,
-)
+from kernelbench.runners.wire import WIRE_VERSION, baseline_request_to_wire, job_to_wire, result_from_wire
 from modal_app import health
 from modal_app.worker import CacheSync, GpuUnhealthyError, baselines_payload, evaluate_payload
 

@@ -64,7 +64,7 @@ def _groups(file: BaselineFile, todo: list[tuple[Problem, str]],
     A problem that cannot run on Modal (level 4 needs packages the image lacks) is recorded as failed in
     the file and the report, not sent; that is not fatal to the run.
     """
-    from kernelbench.runners.modal_runner import check_runnable_on_modal
+    from kernelbench.runners.modal_problems import check_runnable_on_modal
 
     by_problem: dict[tuple[int, int], tuple[Problem, list[str]]] = {}
     for p, m in todo:

@@ -8,13 +8,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kernelbench.problems import LEVELS, SOURCES
+from kernelbench.problems import LEVELS, source_names
 
 
 def add_source_args(p: argparse.ArgumentParser, default: str = "builtin",
                     default_help: str = "builtin, the suite shipped with the package") -> None:
     g = p.add_argument_group("problem source")
-    g.add_argument("--source", choices=SOURCES, default=default,
+    g.add_argument("--source", choices=source_names(), default=default,
                    help=f"where problems come from: kernelbench is the official set at the pinned revision (from "
                         f"--path, ./KernelBench/ or the hub, checked by hash) (default: {default_help})")
     g.add_argument("--path", default=None,
@@ -65,8 +65,10 @@ def print_json(data: Any) -> None:
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
+    from kernelbench.runners import runner_names
+
     g = p.add_argument_group("where to run")
-    g.add_argument("--runner", choices=["local", "modal"], default="local",
+    g.add_argument("--runner", choices=runner_names(), default="local",
                    help="local: this machine's GPUs (or CPU); modal: Modal cloud GPUs (needs a Modal token)")
     g.add_argument("--gpu", default="H100", help="GPU type for --runner modal: H100, A100-80GB, L40S, B200")
     c = p.add_argument_group("cost control (--runner modal; the estimate is printed before anything is sent)")
@@ -124,13 +126,14 @@ def runner_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> None:
     """Evaluation options; ``sandbox_default`` is "require" where strangers' code is evaluated (the leaderboard)."""
-    from kernelbench.constants import BACKENDS, PRECISIONS, TOLERANCE_MODES
+    from kernelbench.backends import backend_names
+    from kernelbench.constants import PRECISIONS, TOLERANCE_MODES
     from kernelbench.evaluation.settings import EvalSettings
 
     # Every default is EvalSettings' own, so the command line and the library cannot drift apart.
     g = p.add_argument_group("evaluation")
     # (evaluate-run and run default backend, precision and tolerance mode to None: run.json's, else these.)
-    g.add_argument("--backend", choices=BACKENDS, default=EvalSettings.backend, help="what the candidate is written in")
+    g.add_argument("--backend", choices=backend_names(), default=EvalSettings.backend, help="what the candidate is written in")
     g.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision,
                    help="precision of inputs and weights")
     g.add_argument("--correctness-trials", type=positive_int, default=EvalSettings.correctness_trials,

@@ -239,9 +239,9 @@ def print_generation_summary(summary: GenerationSummary, tracker: SpendTracker, 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from kernelbench.backends import prompt_backends
     from kernelbench.constants import PRECISIONS
     from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings
-    from kernelbench.prompts import PROMPT_BACKENDS
 
     p = sub.add_parser(
         "generate", help="generate kernels for a level with an LLM (litellm) into a run directory",
@@ -249,7 +249,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "usage into a run directory. Rerunning resumes: samples that have a kernel are skipped.",
     )
     add_selection_args(p)
-    p.add_argument("--backend", choices=PROMPT_BACKENDS, default=EvalSettings.backend, help="kernel language asked for")
+    p.add_argument("--backend", choices=prompt_backends(), default=EvalSettings.backend, help="kernel language asked for")
     p.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision, help="precision the prompt states")
     p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode,
                    help="tolerance the prompt states: default (1e-4 for fp32) or kernelbench-v0.1 (1e-2)")

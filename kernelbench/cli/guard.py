@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-BACKEND_CHOICES = ("auto", "cuda", "triton", "torch")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from kernelbench.backends import DEFAULT_BACKEND, backend_names
+
     p = sub.add_parser(
         "guard", help="static reward-hacking checks on candidate sources (no execution)",
         description="Read candidate kernel sources and report guard findings (monkey-patching, threads, "
@@ -17,16 +17,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "no file has an error finding, 1 when one does, 2 for bad usage.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="candidate source files (Python)")
-    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
-                   help="what the candidates are written in (default: auto, triton if the file defines a "
-                        "@triton.jit kernel, else cuda)")
+    p.add_argument("--backend", choices=("auto", *backend_names()), default="auto",
+                   help="what the candidates are written in (default: auto, detected from each file's imports "
+                        f"as the leaderboard does; {DEFAULT_BACKEND} when nothing marks a backend)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON (a list, one entry per file)")
     p.add_argument("--quiet", action="store_true", help="text form: only the per-file verdict lines")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelbench.evaluation.guards import analyze_source, detect_backend
+    from kernelbench.backends import DEFAULT_BACKEND, detect_backend
+    from kernelbench.evaluation.guards import analyze_source
 
     sources: list[tuple[str, str]] = []
     for name in args.files:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     results = []
     for name, text in tqdm(sources, desc="guard", unit="file", file=sys.stderr, disable=len(sources) < 20):
-        backend = detect_backend(text) if args.backend == "auto" else args.backend
+        backend = (detect_backend(text) or DEFAULT_BACKEND) if args.backend == "auto" else args.backend
         results.append((name, analyze_source(text, backend)))
 
     if args.json:

@@ -8,9 +8,9 @@ from kernelbench.cli.common import add_source_args, level_type
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from kernelbench.backends import prompt_backends
     from kernelbench.constants import PRECISIONS
     from kernelbench.evaluation.settings import TOLERANCE_MODES, EvalSettings
-    from kernelbench.prompts import PROMPT_BACKENDS
 
     p = sub.add_parser(
         "prompt", help="print the prompt for one problem",
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--level", type=level_type, required=True)
     p.add_argument("--problem-id", type=int, required=True)
-    p.add_argument("--backend", choices=PROMPT_BACKENDS, default=EvalSettings.backend, help="kernel language asked for")
+    p.add_argument("--backend", choices=prompt_backends(), default=EvalSettings.backend, help="kernel language asked for")
     p.add_argument("--precision", choices=PRECISIONS, default=EvalSettings.precision)
     p.add_argument("--tolerance-mode", choices=TOLERANCE_MODES, default=EvalSettings.tolerance_mode)
     p.add_argument("--gpu", default="H100", help="GPU the prompt targets (H100, H200, A100, L40S, B200) or 'none'")

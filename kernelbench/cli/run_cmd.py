@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelbench.backends import prompt_backends
     from kernelbench.cli import analyze
     from kernelbench.cli.evaluate_run import make_runner, print_evaluation_summary, settings_for
     from kernelbench.cli.generate import (
@@ -82,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.evaluation.settings import EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.generation.run_eval import evaluate_run_dir
-    from kernelbench.prompts import PROMPT_BACKENDS, PromptError
+    from kernelbench.prompts import PromptError
     from kernelbench.runs import RunDirectory, RunInfo
 
     backend = args.backend or EvalSettings.backend
-    if backend not in PROMPT_BACKENDS:
-        raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(PROMPT_BACKENDS)} only")
+    if backend not in prompt_backends():
+        raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(prompt_backends())} only")
     problems = select_problems(args)
     client = make_client(args)
     settings = settings_for(args, RunInfo(backend=backend))

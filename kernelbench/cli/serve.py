@@ -13,6 +13,8 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from kernelbench.runners import runner_names
+
     p = sub.add_parser(
         "serve", help="run the HTTP evaluation server (RL and agent loops)",
         description="Accept evaluation requests over HTTP, queue them over this machine's GPUs (or its CPU) with "
@@ -27,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "such as 0,1,3, or cpu (default all)")
     p.add_argument("--cpu-workers", type=positive_int, default=1,
                    help="evaluator processes when evaluating on the CPU (default 1)")
-    p.add_argument("--runner", choices=["local", "modal"], default="local",
+    p.add_argument("--runner", choices=runner_names(), default="local",
                    help="local: this machine's devices (modal is not yet supported by the server)")
     p.add_argument("--token-file", default=None,
                    help=f"file holding the bearer token (else ${'KERNELBENCH_SERVER_TOKEN'}); required beyond loopback")

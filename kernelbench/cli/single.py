@@ -49,6 +49,7 @@ def _fresh_run_dir(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelbench.backends import prompt_backends
     from kernelbench.cli.eval_cmd import format_verdict
     from kernelbench.cli.evaluate_run import make_runner, settings_for
     from kernelbench.cli.generate import check_resume, make_client, record_run_info
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.evaluation.settings import EvalJob, EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
     from kernelbench.problems import load_problems
-    from kernelbench.prompts import PROMPT_BACKENDS, PromptError
+    from kernelbench.prompts import PromptError
     from kernelbench.runs import RunDirectory, RunInfo
 
     backend = args.backend or EvalSettings.backend
@@ -79,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.model:
         raise KernelBenchError("--model is required to generate a kernel (or pass --kernel FILE)")
-    if backend not in PROMPT_BACKENDS:
-        raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(PROMPT_BACKENDS)} only")
+    if backend not in prompt_backends():
+        raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(prompt_backends())} only")
     client = make_client(args)
     run_path = Path(args.run_dir) if args.run_dir else _fresh_run_dir(args)
     rd = RunDirectory(run_path, level=args.level)

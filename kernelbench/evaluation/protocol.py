@@ -87,6 +87,10 @@ class Load(Command):
     problem_code: str
     source: str
     backend: str
+    #: Wrap the backend's kernel launcher before the import (the spec's ``records_launches``, decided by
+    #: the parent so the worker needs no backend registry): counts launches on the CPU, records a
+    #: candidate's launch arguments for output provenance.
+    record_launches: bool
     precision: str
     init_seed: int
     eval_mode: bool

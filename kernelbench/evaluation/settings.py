@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from kernelbench.constants import BACKENDS, PRECISIONS
+from kernelbench.backends import DEFAULT_BACKEND, get_backend
+from kernelbench.constants import PRECISIONS
 from kernelbench.constants import TOLERANCE_MODES as _MODES
 from kernelbench.evaluation.cpu_affinity import pinning_enabled
 from kernelbench.evaluation.isolation import SANDBOX_MODES
@@ -36,7 +37,8 @@ def tolerance_for(precision: str, mode: str = "default") -> Tolerance:
 
 @dataclass(frozen=True)
 class EvalSettings:
-    backend: str = "cuda"
+    #: A registered backend (:mod:`kernelbench.backends`).
+    backend: str = DEFAULT_BACKEND
     precision: str = "fp32"
     correctness_trials: int = 5
     tolerance_mode: str = "default"
@@ -84,8 +86,7 @@ class EvalSettings:
     seed_secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        get_backend(self.backend)  # UnknownBackendError (a ValueError) names the registered ones
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.tolerance_mode not in TOLERANCES:

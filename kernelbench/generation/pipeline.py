@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.generation.client import Completion, LLMClient, Usage
 from kernelbench.generation.extract import Extraction, extract_code
 from kernelbench.io_utils import atomic_write_text
@@ -47,7 +48,7 @@ Status = Literal["generated", "failed", "skipped", "not_run"]
 class PromptOptions:
     """What the prompt says about the target: backend, precision, GPU and tolerance mode."""
 
-    backend: str = "cuda"
+    backend: str = DEFAULT_BACKEND
     precision: str = "fp32"
     gpu: str | None = None
     tolerance_mode: str = "default"

@@ -12,8 +12,11 @@ from kernelbench.problems.sources import (
     HF_DATASET_ID,
     OFFICIAL_LEVELS,
     OFFICIAL_SEPARATE_LEVELS,
-    SOURCES,
+    SOURCE_REGISTRY,
+    ProblemSource,
+    UnknownSourceError,
     builtin_root,
+    get_source,
     load_board_problems,
     load_builtin,
     load_directory,
@@ -21,10 +24,12 @@ from kernelbench.problems.sources import (
     load_official,
     load_problems,
     separate_board_levels,
+    source_names,
 )
 
 __all__ = [
-    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "OFFICIAL_SEPARATE_LEVELS", "SOURCES", "Problem", "ProblemSet",
-    "builtin_root", "load_board_problems", "load_builtin", "load_directory", "load_huggingface", "load_official",
-    "load_problems", "normalized_code_hash", "parse_id_spec", "problem_key", "separate_board_levels",
+    "HF_DATASET_ID", "LEVELS", "OFFICIAL_LEVELS", "OFFICIAL_SEPARATE_LEVELS", "SOURCE_REGISTRY", "Problem",
+    "ProblemSet", "ProblemSource", "UnknownSourceError", "builtin_root", "get_source", "load_board_problems",
+    "load_builtin", "load_directory", "load_huggingface", "load_official", "load_problems", "normalized_code_hash",
+    "parse_id_spec", "problem_key", "separate_board_levels", "source_names",
 ]

@@ -1,6 +1,8 @@
-"""Problem sources: the built-in suite, a KernelBench directory, and the Hugging Face dataset.
+"""Problem sources: the built-in suite, a KernelBench directory, the Hugging Face dataset, the official set.
 
-Each source returns a ProblemSet; nothing here executes problem code.
+Each source returns a ProblemSet; nothing here executes problem code. The sources are a registry
+(:class:`ProblemSource` records): ``--source`` choices and :func:`load_problems` read it, and an
+unknown name fails as ``unknown problem source 'x' (available: builtin, directory, ...)``.
 """
 
 from __future__ import annotations
@@ -9,17 +11,18 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from kernelbench.errors import ProblemFormatError, SourceError
 from kernelbench.problems.contract import check_problem_code, extra_requirements
 from kernelbench.problems.model import LEVELS, Problem, ProblemSet
+from kernelbench.registry import Registry
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("builtin", "directory", "huggingface", "kernelbench")
 #: The levels of the official board's overall ranking (KernelBench's own leaderboard ranks these).
 OFFICIAL_LEVELS = (1, 2, 3)
 #: Official levels ranked on a board of their own and never counted in the overall: level 4 loads
@@ -220,20 +223,56 @@ def load_official(path: str | Path | None = None, levels: Iterable[int] | None =
     return problems
 
 
+# ------------------------------------------------------------------------------------------- registry
+class UnknownSourceError(SourceError, ValueError):
+    """The problem source named is not registered; the message lists those that are."""
+
+
+@dataclass(frozen=True)
+class ProblemSource:
+    """One place problems come from. ``load(path, levels)`` returns the problem set (``path`` is the
+    ``--path`` argument: a folder, a dataset, or None for the source's default)."""
+
+    name: str
+    #: One line for ``--help`` and the docs.
+    summary: str
+    load: Callable[[str | Path | None, Iterable[int] | None], ProblemSet]
+
+
+def _load_builtin_source(path: str | Path | None, levels: Iterable[int] | None) -> ProblemSet:
+    return load_builtin(levels)  # the suite ships with the package: no path
+
+
+def _load_directory_source(path: str | Path | None, levels: Iterable[int] | None) -> ProblemSet:
+    if path is None:
+        raise SourceError("--source directory needs --path <folder with level1/, level2/, ...>")
+    return load_directory(path, levels)
+
+
+SOURCE_REGISTRY: Registry[ProblemSource] = Registry("problem source", UnknownSourceError)
+SOURCE_REGISTRY.register(ProblemSource("builtin", "the suite shipped with the package (offline)", _load_builtin_source))
+SOURCE_REGISTRY.register(ProblemSource("directory", "a folder of level<N>/<id>_<Name>.py files (KernelBench's layout)",
+                                       _load_directory_source), aliases=("local",))
+SOURCE_REGISTRY.register(ProblemSource("huggingface", "the KernelBench dataset from the hub, or a local copy of it",
+                                       load_huggingface), aliases=("hf",))
+SOURCE_REGISTRY.register(ProblemSource("kernelbench", "the official set at the pinned revision, checked by hash",
+                                       load_official))
+
+
+def source_names() -> tuple[str, ...]:
+    """Every registered problem source, sorted: what ``--source`` accepts."""
+    return SOURCE_REGISTRY.names()
+
+
+def get_source(name: str) -> ProblemSource:
+    """The source called ``name`` (or an alias: ``local``, ``hf``); raises :class:`UnknownSourceError`."""
+    return SOURCE_REGISTRY.get(name)
+
+
 def load_problems(source: str = "builtin", path: str | Path | None = None,
                   levels: Iterable[int] | None = None) -> ProblemSet:
     """One entry point for every source, as the CLI and scripts name them."""
-    if source == "builtin":
-        return load_builtin(levels)
-    if source in ("directory", "local"):
-        if path is None:
-            raise SourceError("--source directory needs --path <folder with level1/, level2/, ...>")
-        return load_directory(path, levels)
-    if source in ("huggingface", "hf"):
-        return load_huggingface(path, levels)
-    if source == "kernelbench":
-        return load_official(path, levels)
-    raise SourceError(f"unknown problem source {source!r} (choose from {', '.join(SOURCES)})")
+    return get_source(source).load(path, levels)
 
 
 def load_board_problems(source: str = "kernelbench", path: str | Path | None = None) -> ProblemSet:

@@ -12,19 +12,15 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from kernelbench.backends import DEFAULT_BACKEND, REGISTRY, prompt_backends
 from kernelbench.errors import KernelBenchError
 
 if TYPE_CHECKING:
+    from kernelbench.backends import BackendSpec, PromptSpec
     from kernelbench.hardware import GpuSpec
     from kernelbench.problems.model import Problem
     from kernelbench.results import KernelResult
 
-PROMPT_BACKENDS: tuple[str, ...] = ("cuda", "triton")
-_BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton"}
-_EXAMPLE_INTROS = {
-    "cuda": "a fused CUDA kernel built inline with torch.utils.cpp_extension.load_inline",
-    "triton": "a fused Triton kernel",
-}
 _DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 MAX_FEEDBACK_ERROR_CHARS = 6000
 
@@ -51,15 +47,18 @@ def _environment():
 @cache
 def worked_example(backend: str) -> tuple[str, str]:
     """(Model source, ModelNew source) of the backend's worked example, as shipped in ``examples/``."""
-    _check_backend(backend)
+    prompt = _prompt_spec(backend)[1]
     ex = _root() / "examples"
     return (ex / "model.py").read_text(encoding="utf-8").strip(), \
-        (ex / f"{backend}_model_new.py").read_text(encoding="utf-8").strip()
+        (ex / prompt.example).read_text(encoding="utf-8").strip()
 
 
-def _check_backend(backend: str) -> None:
-    if backend not in PROMPT_BACKENDS:
-        raise PromptError(f"no prompt template for backend {backend!r} (choose from {', '.join(PROMPT_BACKENDS)})")
+def _prompt_spec(backend: str) -> tuple[BackendSpec, PromptSpec]:
+    """The backend's spec and its prompt files; a backend without prompts is a PromptError naming those with."""
+    spec = REGISTRY.get(backend) if backend in REGISTRY else None
+    if spec is None or spec.prompt is None:
+        raise PromptError(f"no prompt template for backend {backend!r} (available: {', '.join(prompt_backends())})")
+    return spec, spec.prompt
 
 
 def describe_gpu(gpu: str | GpuSpec | None) -> str:
@@ -100,23 +99,23 @@ def _tolerance(precision: str, tolerance_mode: str):
     return tolerance_for(precision, tolerance_mode)
 
 
-def build_prompt(problem: Problem, backend: str = "cuda", precision: str = "fp32",
+def build_prompt(problem: Problem, backend: str = DEFAULT_BACKEND, precision: str = "fp32",
                  gpu: str | GpuSpec | None = None, tolerance_mode: str = "default") -> str:
     """The first-turn prompt for one problem."""
-    _check_backend(backend)
+    spec, prompt = _prompt_spec(backend)
     if precision not in _DTYPE_NAMES:
         raise PromptError(f"unknown precision {precision!r} (choose from {', '.join(_DTYPE_NAMES)})")
     model_src, model_new_src = worked_example(backend)
-    template = _environment().get_template(f"{backend}.j2")
+    template = _environment().get_template(prompt.template)
     text = template.render(
         problem=problem,
-        backend_name=_BACKEND_NAMES[backend],
+        backend_name=spec.display_name,
         tolerance=_tolerance(precision, tolerance_mode),
         gpu_description=describe_gpu(gpu),
         precision_description=describe_precision(precision, tolerance_mode),
         example_model=model_src,
         example_model_new=model_new_src,
-        example_intro=_EXAMPLE_INTROS[backend],
+        example_intro=prompt.example_intro,
     )
     return text.strip() + "\n"
 

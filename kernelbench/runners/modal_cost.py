@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kernelbench.backends import get_backend
 from kernelbench.errors import DispatchDeclined, KernelBenchError  # noqa: F401 - re-exported for callers
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 
 #: Container start (a cached image on a warm host), reference build and the worker processes.
 STARTUP_S = 60.0
-#: Building the candidate: nvcc for load_inline, Triton's JIT, nothing for torch.
-COMPILE_S = {"cuda": 120.0, "triton": 30.0, "torch": 5.0}
 #: Seconds per correctness trial (fresh inputs, reference and candidate, comparison).
 TRIAL_S = 2.0
 #: Warm-up and clock settling before the timed blocks.
@@ -54,7 +53,8 @@ class CostEstimate:
 
 def seconds_per_job(settings: EvalSettings) -> float:
     """Estimated billed GPU-seconds for one evaluation with these settings."""
-    s = STARTUP_S + COMPILE_S.get(settings.backend, COMPILE_S["cuda"]) + TRIAL_S * settings.correctness_trials
+    # Building the candidate: the backend's own estimate (nvcc for load_inline, Triton's JIT, nothing for torch).
+    s = STARTUP_S + get_backend(settings.backend).build_estimate_s + TRIAL_S * settings.correctness_trials
     if settings.measure_timing:
         # Both sides, each over every input set, plus warm-up.
         s += WARMUP_S + 2.0 * settings.timing_budget_s * max(1, settings.timing_input_sets)

@@ -4,9 +4,7 @@ The Modal app itself lives in ``modal_app/``; this module is the client side. It
 ``modal`` when a run starts (imported lazily), so the CLI's ``--help`` and the evaluator stay
 import-light.
 
-Jobs and results cross the wire as plain JSON-able dicts (see :func:`job_to_wire`), not pickled
-objects: a deployed app may run an older copy of the package, and a dict with a version number
-fails loudly where a pickle would fail strangely.
+Jobs and results cross the wire as versioned JSON-able dicts: :mod:`kernelbench.runners.wire`.
 """
 
 from __future__ import annotations
@@ -27,13 +25,27 @@ from kernelbench.hardware import modal_gpu_name
 from kernelbench.problems.model import Problem
 from kernelbench.results import KernelResult, Stage, StageError
 from kernelbench.runners.base import ResultCallback
+from kernelbench.runners.modal_problems import (
+    check_runnable_on_modal,
+    hub_models_of,
+    modal_blocker,
+    not_runnable_result,
+)
+from kernelbench.runners.wire import (
+    WIRE_VERSION,
+    WireFormatError,
+    baseline_request_to_wire,
+    check_version,
+    fetch_reply_from_wire,
+    fetch_request_to_wire,
+    job_to_wire,
+    result_from_wire,
+)
 
 log = logging.getLogger(__name__)
 
 #: The app name ``modal deploy modal_app/app.py`` registers; the runner looks functions up under it.
 APP_NAME = "kernelbench"
-#: Bumped when the payload layout changes; the remote side refuses a version it does not know.
-WIRE_VERSION = 1
 #: The error type of a result that stands in for a job Modal could not run (infrastructure failure).
 REMOTE_ERROR_TYPE = "RemoteError"
 
@@ -41,10 +53,6 @@ TOKEN_HELP = (
     "no Modal token found (neither ~/.modal.toml nor MODAL_TOKEN_ID and MODAL_TOKEN_SECRET): "
     "run `pip install modal && modal token new` once, then retry"
 )
-
-
-class WireFormatError(KernelBenchError):
-    """A payload from the other side of the wire has the wrong shape or version."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,178 +92,8 @@ def require_modal_token(environ: dict[str, str] | None = None) -> None:
         raise KernelBenchError(TOKEN_HELP)
 
 
-# ---------------------------------------------------------------------------------------------
-# Wire format
-
-
-def problem_to_wire(problem: Problem) -> dict[str, Any]:
-    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name,
-            "code": problem.code, "source": problem.source, "requirements": list(problem.requirements),
-            "hash": problem.hash}
-
-
-def problem_from_wire(data: dict[str, Any]) -> Problem:
-    try:
-        problem = Problem(level=int(data["level"]), problem_id=int(data["problem_id"]), name=str(data["name"]),
-                          code=str(data["code"]), source=str(data.get("source", "")),
-                          requirements=tuple(data.get("requirements") or ()))
-    except (KeyError, TypeError, ValueError) as e:
-        raise WireFormatError(f"malformed problem in payload: {e!r}") from None
-    if data.get("hash") and data["hash"] != problem.hash:
-        raise WireFormatError(f"problem level {problem.level} id {problem.problem_id} changed in transit (hash mismatch)")
-    return problem
-
-
-def settings_to_wire(settings: EvalSettings) -> dict[str, Any]:
-    """The settings minus ``device``: the container picks its own GPU, whatever the client said."""
-    data = settings.to_dict()
-    data["device"] = None
-    if settings.seed_secret is not None:
-        data["seed_secret_hex"] = settings.seed_secret.hex()
-    return data
-
-
-def settings_from_wire(data: dict[str, Any]) -> EvalSettings:
-    data = dict(data)
-    secret_hex = data.pop("seed_secret_hex", None)
-    known = {f.name for f in dataclasses.fields(EvalSettings)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise WireFormatError(
-            f"settings field(s) {', '.join(unknown)} unknown to this copy of kernelbench "
-            "(the deployed Modal app is older than the client: run `modal deploy modal_app/app.py`)"
-        )
-    if secret_hex is not None:
-        data["seed_secret"] = bytes.fromhex(secret_hex)
-    try:
-        return EvalSettings(**data)
-    except (TypeError, ValueError) as e:
-        raise WireFormatError(f"bad settings in payload: {e}") from None
-
-
-def job_to_wire(job: EvalJob, index: int) -> dict[str, Any]:
-    """One job as a JSON-able dict; ``index`` comes back with the result, whatever order results arrive in."""
-    return {"wire_version": WIRE_VERSION, "index": index, "problem": problem_to_wire(job.problem),
-            "candidate_source": job.candidate_source, "sample_id": job.sample_id,
-            "settings": settings_to_wire(job.settings)}
-
-
-def _check_version(data: Any, what: str) -> None:
-    if not isinstance(data, dict):
-        raise WireFormatError(f"{what} is a {type(data).__name__}, expected a dict")
-    if data.get("wire_version") != WIRE_VERSION:
-        raise WireFormatError(
-            f"{what} has wire version {data.get('wire_version')!r}, this copy of kernelbench speaks "
-            f"{WIRE_VERSION} (redeploy with `modal deploy modal_app/app.py`)"
-        )
-
-
-def job_from_wire(data: dict[str, Any]) -> tuple[int, EvalJob]:
-    _check_version(data, "job payload")
-    try:
-        index = int(data["index"])
-        job = EvalJob(problem=problem_from_wire(data["problem"]), candidate_source=str(data["candidate_source"]),
-                      settings=settings_from_wire(data.get("settings") or {}),
-                      sample_id=int(data.get("sample_id", 0)))
-    except (KeyError, TypeError, ValueError) as e:
-        raise WireFormatError(f"malformed job payload: {e!r}") from None
-    return index, job
-
-
-def result_to_wire(index: int, result: KernelResult) -> dict[str, Any]:
-    return {"wire_version": WIRE_VERSION, "index": index, "result": result.model_dump(mode="json")}
-
-
-def result_from_wire(data: Any) -> tuple[int, KernelResult]:
-    _check_version(data, "result payload")
-    try:
-        return int(data["index"]), KernelResult.from_dict(data["result"])
-    except Exception as e:  # KeyError, pydantic ValidationError
-        raise WireFormatError(f"malformed result payload: {e}") from None
-
-
-#: Error type of a result for a kernel whose problem cannot run on Modal (a package the image lacks,
-#: or a hub model the source does not name).
-NOT_RUNNABLE_TYPE = "NotRunnableOnModal"
-#: Packages beyond the evaluator's own that the Modal image installs, by import name, for problems
-#: that need them (official level 3 imports einops, level 4 transformers). ``tests/test_modal_app.py``
-#: checks the image pins a distribution for each.
-MODAL_IMAGE_MODULES: tuple[str, ...] = ("einops", "transformers")
 #: The trusted function that fills the hub cache Volume (``modal_app/app.py``).
 FETCH_FUNCTION = "fetch_hub_models"
-
-
-def hub_models_of(problem: Problem) -> tuple[str, ...]:
-    """The hub models a problem loads (official level 4), read from its source."""
-    from kernelbench.problems.hub import hub_needs
-
-    return hub_needs(problem.code).models
-
-
-def modal_blocker(problem: Problem) -> str | None:
-    """Why ``problem`` cannot run in the Modal GPU functions, or None if it can.
-
-    A problem that loads a hub model can run: the trusted fetch puts the model into the hub cache
-    Volume first, and the evaluation reads it offline. It cannot when it imports a package the image
-    does not install, or loads a model whose id its source does not spell out (nothing to fetch).
-    """
-    from kernelbench.problems.hub import hub_needs
-
-    missing = [r for r in problem.requirements if r not in MODAL_IMAGE_MODULES]
-    where = f"level {problem.level} problem {problem.problem_id} ({problem.name})"
-    if missing:
-        return (f"{where} needs {', '.join(missing)}, which the Modal image does not install: evaluate it on a "
-                "local GPU (--runner local)")
-    needs = hub_needs(problem.code)
-    if needs.unresolved:
-        return (f"{where} loads a Hugging Face model its source does not name ({', '.join(needs.unresolved)}), so "
-                "it cannot be fetched for the network-less GPU functions: evaluate it on a local GPU (--runner local)")
-    return None
-
-
-def check_runnable_on_modal(problems: Iterable[Problem]) -> None:
-    """Refuse, before anything is sent, problems that need packages the image lacks."""
-    for p in problems:
-        reason = modal_blocker(p)
-        if reason:
-            raise KernelBenchError(reason)
-
-
-def fetch_request_to_wire(models: Sequence[str]) -> dict[str, Any]:
-    return {"wire_version": WIRE_VERSION, "models": sorted(set(models))}
-
-
-def fetch_request_from_wire(data: Any) -> list[str]:
-    _check_version(data, "hub fetch payload")
-    models = data.get("models")
-    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-        raise WireFormatError("hub fetch payload: models must be a list of model ids")
-    return models
-
-
-def fetch_reply_from_wire(data: Any, asked: Sequence[str]) -> dict[str, str | None]:
-    """Model id -> None (in the cache) or why not, for every model asked about."""
-    from kernelbench.problems.hub import HubFetch
-
-    _check_version(data, "hub fetch reply")
-    got: dict[str, str | None] = {}
-    for entry in data.get("models") or []:
-        try:
-            fetch = HubFetch.from_dict(entry)
-        except TypeError as e:
-            raise WireFormatError(f"malformed hub fetch entry: {e}") from None
-        got[fetch.model_id] = None if fetch.ok else (fetch.error or "not fetched")
-    return {m: got.get(m, "the fetch function did not answer for this model") for m in asked}
-
-
-def not_runnable_result(job: EvalJob, message: str, runner: str) -> KernelResult:
-    """The per-kernel result for a job this runner cannot run: failed at load, nothing was sent."""
-    p = job.problem
-    return KernelResult(
-        level=p.level, problem_id=p.problem_id, problem_name=p.name, problem_hash=p.hash,
-        sample_id=job.sample_id, backend=job.settings.backend, precision=job.settings.precision,
-        error=StageError.make(Stage.LOAD, NOT_RUNNABLE_TYPE, message), runner=runner,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,7 +466,7 @@ class ModalRunner:
                         log.warning("a Modal baseline input failed: %s", describe_exception(out))
                         continue
                     try:
-                        _check_version(out, "baseline result")
+                        check_version(out, "baseline result")
                         index = int(out["index"])
                     except (WireFormatError, KeyError, TypeError, ValueError) as e:
                         log.warning("ignoring a malformed baseline result: %s", e)
@@ -640,21 +478,6 @@ class ModalRunner:
             finally:
                 bar.close()
         return out_list
-
-
-def baseline_request_to_wire(problem: Problem, modes: Sequence[str], settings: EvalSettings,
-                             index: int) -> dict[str, Any]:
-    return {"wire_version": WIRE_VERSION, "index": index, "problem": problem_to_wire(problem),
-            "modes": list(modes), "settings": settings_to_wire(settings)}
-
-
-def baseline_request_from_wire(data: dict[str, Any]) -> tuple[int, Problem, list[str], EvalSettings]:
-    _check_version(data, "baseline payload")
-    try:
-        return (int(data["index"]), problem_from_wire(data["problem"]), [str(m) for m in data["modes"]],
-                settings_from_wire(data.get("settings") or {}))
-    except (KeyError, TypeError, ValueError) as e:
-        raise WireFormatError(f"malformed baseline payload: {e!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)

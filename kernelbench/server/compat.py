@@ -14,13 +14,14 @@ Options KBenchEval takes that have no meaning here are accepted and ignored, as 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.problems.model import normalized_code_hash
 from kernelbench.results import KernelResult, Stage
-from kernelbench.server.models import EvalRequest, ProblemRef, RequestSettings
+from kernelbench.server.models import BackendName, EvalRequest, ProblemRef, RequestSettings
 from kernelbench.server.problems import JobBuilder
 
 
@@ -31,7 +32,7 @@ class KBenchEvalRequest(BaseModel):
     custom_model_src: str = Field(description="The candidate's source (ModelNew).")
     num_correct_trials: int = Field(default=5, ge=1, le=100)
     measure_performance: bool = True
-    backend: Literal["cuda", "triton", "torch"] = "cuda"
+    backend: BackendName = DEFAULT_BACKEND
     #: Accepted and ignored: input seeds are drawn per evaluation and kept from the candidate.
     seed_num: int | None = None
     #: Accepted and ignored: timing stops adaptively (the median's standard error, a time budget).

@@ -58,7 +58,7 @@ def crash_result(job: EvalJob, type_: str, message: str, stage: Stage = Stage.CR
 def serve_device(fd: int, device: str, sandbox: str, allow_network: bool) -> None:
     """The evaluator process: answer ``eval`` commands with results until the channel closes."""
     from kernelbench.evaluation.parent import Evaluator
-    from kernelbench.runners.modal_runner import job_from_wire
+    from kernelbench.runners.wire import job_from_wire
 
     channel = Channel.from_fd(fd)
     try:

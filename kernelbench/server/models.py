@@ -11,7 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kernelbench.backends import DEFAULT_BACKEND, backend_names
 from kernelbench.results import KernelResult
+
+#: The backends a request may name: the registry's, when the server starts (an enum in the OpenAPI schema).
+BackendName = Literal[backend_names()]
 
 #: A job id chosen by the client (so a client that lost a blocking call's connection can still poll it).
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -35,7 +39,7 @@ class RequestSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["cuda", "triton", "torch"] = "cuda"
+    backend: BackendName = DEFAULT_BACKEND
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     correctness_trials: int = Field(default=5, ge=1, le=100)
     tolerance_mode: Literal["default", "kernelbench-v0.1"] = "default"

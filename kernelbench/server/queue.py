@@ -232,7 +232,7 @@ class JobQueue:
                 self._cv.wait(0.5)
 
     def _dispatch(self, slot: _Slot) -> None:
-        from kernelbench.runners.modal_runner import job_to_wire
+        from kernelbench.runners.wire import job_to_wire
 
         dev = slot.process
         try:  # start now, so the first request does not wait for Python, torch and the evaluator

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-#: Backends with worked solutions, as the evaluator names them.
-SOLUTION_BACKENDS = ("triton", "cuda")
+from kernelbench.backends import solution_backends
+
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 _LEVEL_RE = re.compile(r"^level(\d+)$")
 
@@ -44,12 +44,16 @@ def solutions_root() -> Path:
 
 
 def list_solutions(backend: str | None = None, level: int | None = None) -> list[Solution]:
-    """All worked solutions, ordered by (backend, level, id); a bad backend name is an error."""
-    if backend is not None and backend not in SOLUTION_BACKENDS:
-        raise ValueError(f"no worked solutions for backend {backend!r} (choose from {', '.join(SOLUTION_BACKENDS)})")
+    """All worked solutions, ordered by (backend, level, id); a bad backend name is an error.
+
+    The backends are those whose spec says they have worked solutions (:func:`kernelbench.backends.solution_backends`).
+    """
+    backends = solution_backends()
+    if backend is not None and backend not in backends:
+        raise ValueError(f"no worked solutions for backend {backend!r} (available: {', '.join(backends)})")
     out: list[Solution] = []
     root = solutions_root()
-    for be in SOLUTION_BACKENDS if backend is None else (backend,):
+    for be in backends if backend is None else (backend,):
         be_dir = root / be
         if not be_dir.is_dir():
             continue
@@ -77,4 +81,4 @@ def submission_kernels(backend: str) -> dict[str, str]:
     return {s.key: s.source for s in list_solutions(backend)}
 
 
-__all__ = ["SOLUTION_BACKENDS", "Solution", "get_solution", "list_solutions", "solutions_root", "submission_kernels"]
+__all__ = ["Solution", "get_solution", "list_solutions", "solutions_root", "submission_kernels"]

@@ -1,14 +1,33 @@
 """Backend conformity: a cuda candidate launches its own ``__global__`` kernel, a triton one its
-own ``@triton.jit`` kernel, from ``ModelNew.forward``'s call graph."""
+own ``@triton.jit`` kernel, from ``ModelNew.forward``'s call graph.
+
+Each check is named by its backend's spec (:mod:`kernelbench.backends`) and called by the static
+guard as ``check(ctx, sink, required, anchor)``.
+"""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from kernelbench.evaluation.guards.callgraph import Program
 from kernelbench.evaluation.guards.cuda_text import CudaScan
+from kernelbench.evaluation.guards.names import Resolver
 from kernelbench.evaluation.guards.reach import Reach
 from kernelbench.evaluation.guards.report import FindingSink
+
+
+@dataclass(frozen=True)
+class GuardContext:
+    """What the static guard has worked out about one source, for the backends' conformity checks."""
+
+    tree: ast.Module
+    resolver: Resolver
+    prog: Program
+    #: What ``ModelNew.forward`` reaches (functions, kernel launches, extension calls).
+    reach: Reach
+    #: The CUDA text of the source's strings: ``__global__`` kernels, launches, bindings.
+    scan: CudaScan
 
 
 def _device_helpers(prog: Program) -> set[str]:
@@ -22,7 +41,8 @@ def _device_helpers(prog: Program) -> set[str]:
     return helpers
 
 
-def check_triton(prog: Program, reach: Reach, sink: FindingSink, required: bool, anchor: int | None) -> None:
+def check_triton(ctx: GuardContext, sink: FindingSink, required: bool, anchor: int | None) -> None:
+    prog, reach = ctx.prog, ctx.reach
     helpers = _device_helpers(prog)
     kernels = {name: fn for name, fn in prog.jit.items() if name not in helpers or _launched_anywhere(reach, name)}
     if not kernels and not prog.jit:
@@ -61,8 +81,8 @@ def _referenced_names(reach: Reach) -> set[str]:
     return out
 
 
-def check_cuda(prog: Program, reach: Reach, scan: CudaScan, sink: FindingSink, required: bool,
-               anchor: int | None) -> None:
+def check_cuda(ctx: GuardContext, sink: FindingSink, required: bool, anchor: int | None) -> None:
+    prog, reach, scan = ctx.prog, ctx.reach, ctx.scan
     if not scan.kernels:
         if required:
             sink.add("no-custom-kernel", "no __global__ CUDA kernel in the source: a cuda candidate builds its own "

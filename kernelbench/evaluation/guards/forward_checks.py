@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from kernelbench.evaluation.guards.callgraph import FuncNode, Program
 from kernelbench.evaluation.guards.names import Resolver, matches
 from kernelbench.evaluation.guards.reach import Reach, Summaries
 from kernelbench.evaluation.guards.report import FindingSink
+
+if TYPE_CHECKING:
+    from kernelbench.backends import BackendSpec
 
 _CLOCKS = frozenset({"time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
                      "time.monotonic_ns", "time.process_time", "time.process_time_ns", "time.thread_time",
@@ -58,7 +62,7 @@ def _names_in(e: ast.AST) -> set[str]:
 
 class ForwardChecks:
     def __init__(self, prog: Program, reach: Reach, summaries: Summaries, resolver: Resolver, sink: FindingSink,
-                 backend: str) -> None:
+                 backend: BackendSpec) -> None:
         self.prog = prog
         self.reach = reach
         self.sum = summaries
@@ -79,7 +83,7 @@ class ForwardChecks:
         self._swallowed_errors()
 
     def _torch_compute(self, fn: FuncNode) -> None:
-        if self.backend == "torch":
+        if not self.backend.custom_kernels:  # plain PyTorch: computing with torch is the point
             return
         for n in _body_nodes(fn):
             if isinstance(n, ast.Call):

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kernelbench.backends import all_backends, get_backend
 from kernelbench.results import GuardFinding
 
 if TYPE_CHECKING:
@@ -150,12 +151,17 @@ _LAUNCH_BOUNDS_RE = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _GLOBAL_RE = re.compile(r"__global__\s+[^;{}()]*?\b(\w+)\s*\(")
 
 
-def own_kernel_names(source: str) -> set[str]:
-    """Kernel names a candidate defines: CUDA ``__global__`` functions and Triton jit functions."""
+def cuda_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
+    """CUDA ``__global__`` functions in the source's text (its strings hold the C++), parsed or not."""
     names = set(_GLOBAL_RE.findall(_LAUNCH_BOUNDS_RE.sub(" ", source)))
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    names.discard("if")
+    return names
+
+
+def triton_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
+    """Functions decorated with a ``jit``, ``autotune`` or ``heuristics`` decorator (Triton's kernels)."""
+    names: set[str] = set()
+    if tree is None:
         return names
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
@@ -164,7 +170,21 @@ def own_kernel_names(source: str) -> set[str]:
                 text = ast.unparse(target)
                 if text.endswith("jit") or text.endswith("autotune") or text.endswith("heuristics"):
                     names.add(node.name)
-    names.discard("if")
+    return names
+
+
+def own_kernel_names(source: str) -> set[str]:
+    """Kernel names a candidate defines, by every backend's reader (whatever backend it claims): a launch
+    whose name contains one of them is the candidate's own."""
+    try:
+        tree: ast.Module | None = ast.parse(source)
+    except SyntaxError:
+        tree = None
+    names: set[str] = set()
+    for spec in all_backends():
+        reader = spec.kernel_name_reader()
+        if reader is not None:
+            names |= reader(source, tree)
     return names
 
 
@@ -215,7 +235,7 @@ def classify_launches(kernels: Iterable[dict], own_names: set[str], marker_strea
 
 def launch_findings(report: LaunchReport, backend: str) -> list[GuardFinding]:
     findings: list[GuardFinding] = []
-    if backend in ("cuda", "triton") and not report.own_kernels:
+    if get_backend(backend).custom_kernels and not report.own_kernels:
         findings.append(GuardFinding(
             rule="no-own-kernel", severity="error", origin="runtime",
             message=f"forward launched no {backend} kernel of the candidate's own"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import ast
 import logging
 
-from kernelbench.errors import KernelBenchError
+from kernelbench.backends import UnknownBackendError, all_backends, get_backend
 from kernelbench.evaluation.guards.callgraph import Program
 from kernelbench.evaluation.guards.checks import NodeChecks
-from kernelbench.evaluation.guards.conformity import check_cuda, check_triton
+from kernelbench.evaluation.guards.conformity import GuardContext
 from kernelbench.evaluation.guards.cuda_text import scan_cuda
 from kernelbench.evaluation.guards.forward_checks import ForwardChecks
 from kernelbench.evaluation.guards.names import Resolver
@@ -22,37 +22,16 @@ from kernelbench.evaluation.guards.report import FindingSink, GuardReport
 
 log = logging.getLogger(__name__)
 
-GUARD_BACKENDS = ("cuda", "triton", "torch")
-
-
-class UnknownBackendError(KernelBenchError, ValueError):
-    """The backend named is not one the guard knows."""
-
-
-def detect_backend(source: str) -> str:
-    """Best guess of a candidate's backend: triton if it defines a jit kernel, else cuda.
-
-    A source with no kernel at all is reported as cuda, the evaluator's default, which then
-    fails conformity: a candidate with no custom kernel fails whichever backend it claims.
-    """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return "cuda"
-    r = Resolver(tree)
-    prog = Program(tree, r)
-    if prog.jit:
-        return "triton"
-    return "cuda"
+__all__ = ["UnknownBackendError", "analyze_source"]
 
 
 def analyze_source(source: str, backend: str) -> GuardReport:
-    """Check one candidate source for ``backend`` (cuda, triton or torch) and report findings.
+    """Check one candidate source for ``backend`` (a registered backend: cuda, triton, torch...) and report
+    findings; an unknown backend raises :class:`UnknownBackendError`.
 
     A syntax error is reported as an error finding, not raised: the report is what callers store.
     """
-    if backend not in GUARD_BACKENDS:
-        raise UnknownBackendError(f"unknown backend {backend!r} (choose from {', '.join(GUARD_BACKENDS)})")
+    spec = get_backend(backend)
     sink = FindingSink()
     try:
         tree = ast.parse(source)
@@ -76,12 +55,20 @@ def analyze_source(source: str, backend: str) -> GuardReport:
 
     reach = walk_from_forward(prog)
     summaries = Summaries(prog, reach)
-    ForwardChecks(prog, reach, summaries, resolver, sink, backend).run()
-    anchor = model_new.lineno
-    check_triton(prog, reach, sink, required=backend == "triton", anchor=anchor)
-    check_cuda(prog, reach, scan, sink, required=backend == "cuda", anchor=anchor)
-    if not prog.entry_points() and backend != "torch":
+    ForwardChecks(prog, reach, summaries, resolver, sink, spec).run()
+    _conformity(GuardContext(tree, resolver, prog, reach, scan), sink, backend, anchor=model_new.lineno)
+    if not prog.entry_points() and spec.custom_kernels:
         log.debug("ModelNew has no forward of its own")
     report = GuardReport(backend=backend, findings=sink.sorted())
     log.debug("static guard: %s", report.summary())
     return report
+
+
+def _conformity(ctx: GuardContext, sink: FindingSink, backend: str, anchor: int) -> None:
+    """Every backend's conformity check, the claimed backend's first (its messages win a shared line);
+    only the claimed one's is ``required`` (the others report what they find, never a missing kernel)."""
+    specs = sorted(all_backends(), key=lambda s: s.name != backend)
+    for spec in specs:
+        check = spec.conformity_check()
+        if check is not None:
+            check(ctx, sink, required=spec.name == backend, anchor=anchor)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from kernelbench.backends import get_backend
 from kernelbench.evaluation import compile_cache, protocol
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
 from kernelbench.evaluation.parent.job import run_job
@@ -117,7 +118,9 @@ def _compile_job(job: EvalJob, arch: str | None, confinement: Confinement | None
             stop.track(w)
         # ieee_fp32 and eval_mode as the compile worker has always had them: off (it builds, it never runs).
         reply, _ = call(w, protocol.Load(problem_code=job.problem.code, source=job.candidate_source,
-                                         backend=job.settings.backend, precision=job.settings.precision,
+                                         backend=job.settings.backend,
+                                         record_launches=get_backend(job.settings.backend).records_launches,
+                                         precision=job.settings.precision,
                                          init_seed=0, eval_mode=False, cache_namespace=job.settings.cache_namespace,
                                          cache_scope=compile_cache.source_scope(job.candidate_source),
                                          ieee_fp32=False),
@@ -253,10 +256,12 @@ class _Batch:
 
     def _build_ahead(self, use_gpu: bool, confinement: Confinement | None,
                      compile_workers: int | None) -> dict[int, Future]:
-        # The first job of each device starts at once (and builds in its worker); every later CUDA job is
-        # built ahead on the CPU, wherever it sits in the list, while the GPUs evaluate what is ready.
+        # The first job of each device starts at once (and builds in its worker); every later job whose
+        # backend builds ahead (CUDA extensions) is built on the CPU, wherever it sits in the list, while
+        # the GPUs evaluate what is ready.
         compiled: dict[int, Future] = {}
-        build_ahead = [i for i, j in enumerate(self.jobs) if j.settings.backend == "cuda" and i >= len(self.devices)]
+        build_ahead = [i for i, j in enumerate(self.jobs)
+                       if get_backend(j.settings.backend).builds_ahead and i >= len(self.devices)]
         if use_gpu and build_ahead:
             n = compile_workers or max(1, min(len(build_ahead), os.cpu_count() or 1))
             self.compile_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compile")

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from kernelbench.backends import get_backend
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.parent.session import DeviceSession
 from kernelbench.evaluation.parent.stages import run_candidate
@@ -124,9 +125,10 @@ def _checked_before_running(session: DeviceSession, job: EvalJob, v: Verdict) ->
     """What needs no worker: a GPU for CUDA candidates, the source parses, the static guard passes."""
     s = job.settings
     source = job.candidate_source
-    if not session.is_cuda and s.backend == "cuda":
-        v.fail(Stage.COMPILE, "NoGPU", "CUDA candidates need an NVIDIA GPU; this evaluation runs on the CPU "
-                                       "(use a GPU machine, or --runner modal)")
+    spec = get_backend(s.backend)
+    if not session.is_cuda and spec.needs_gpu:
+        v.fail(Stage.COMPILE, "NoGPU", f"{spec.display_name} candidates need an NVIDIA GPU; this evaluation runs on "
+                                       "the CPU (use a GPU machine, or --runner modal)")
         return False
     try:
         ast.parse(source)

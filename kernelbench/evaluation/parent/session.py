@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.cpu_affinity import CoreReservation, pinning_enabled
 from kernelbench.evaluation.parent.workers import Spare, call, confinement_for, start_worker
@@ -96,9 +97,10 @@ class DeviceSession:
         conf = self.confinement if role == "candidate" else None
         return Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
 
-    def _backend_env_key(self, backend: str) -> str | None:
-        # On the CPU path the Triton interpreter is switched on by the environment, so spares differ.
-        return backend if (not self.is_cuda and backend == "triton") else None
+    def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
+        # A backend's worker environment (the Triton interpreter on the CPU) is set when the worker
+        # starts, so spares are kept apart by the environment they were started with (None: none of its own).
+        return tuple(sorted(get_backend(backend).worker_env(on_gpu=self.is_cuda).items())) or None
 
     def _all_spares(self) -> list[Spare]:
         out = [sp for lst in self._spare_candidates.values() for sp in lst]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from kernelbench.backends import get_backend
 from kernelbench.evaluation import compile_cache, protocol
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.cpu_affinity import pinned
@@ -49,10 +50,12 @@ def run_candidate(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerP
 def load(job: EvalJob, v: Verdict, cand: WorkerProcess, eval_mode: bool) -> bool:
     """Import the candidate (building its kernels) and construct ModelNew."""
     s = job.settings
+    spec = get_backend(s.backend)
     t0 = time.monotonic()
     try:
         reply, _ = call(cand, protocol.Load(problem_code=job.problem.code, source=job.candidate_source,
-                                            backend=s.backend, precision=s.precision, init_seed=INIT_SEED,
+                                            backend=s.backend, record_launches=spec.records_launches,
+                                            precision=s.precision, init_seed=INIT_SEED,
                                             eval_mode=eval_mode, cache_namespace=s.cache_namespace,
                                             cache_scope=compile_cache.source_scope(job.candidate_source),
                                             ieee_fp32=s.ieee_fp32),
@@ -180,7 +183,7 @@ def launch_trace(session: DeviceSession, job: EvalJob, v: Verdict, cand: WorkerP
     try:
         if session.is_cuda:
             _profiled_run(s, v, cand, own, seed, fwd)
-        elif s.backend == "triton":
+        elif get_backend(s.backend).records_launches:  # the CPU path: no profiler, the launcher counts
             _counted_launches(s, v, cand, own, seed, fwd)
     except WorkerFailed as e:
         v.fail_with(e.reply, stage_of(e.reply, Stage.RUN))

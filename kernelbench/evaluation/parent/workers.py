@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TypeVar
 
+from kernelbench.backends import get_backend
 from kernelbench.evaluation import compile_cache, isolation, protocol
 from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
@@ -131,8 +132,8 @@ def _worker_env(role: str, device: str, backend: str | None, arch: str | None,
         extra["OMP_WAIT_POLICY"] = "PASSIVE"
     if device == "cpu":
         extra["CUDA_VISIBLE_DEVICES"] = ""
-        if backend == "triton":
-            extra["TRITON_INTERPRET"] = "1"
+    if backend is not None:
+        extra.update(get_backend(backend).worker_env(on_gpu=device != "cpu"))
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         extra["TORCH_CUDA_ARCH_LIST"] = arch
     if role == "compile":

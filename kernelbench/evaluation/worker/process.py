@@ -257,9 +257,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             compile_cache.set_namespace(cmd.cache_namespace)
             compile_cache.set_scope(cmd.cache_scope)
             compile_cache.install()
-        if not self.is_cuda and cmd.backend == "triton":
+        if not self.is_cuda and cmd.record_launches:
             self._count_interpreter_launches()
-        if self.role == "candidate" and cmd.backend == "triton":
+        if self.role == "candidate" and cmd.record_launches:
             self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
         self.snapshot = rt.PatchSnapshot.take()
         self.threads_before = _active_count()

@@ -1,0 +1,62 @@
+"""The backends that ship with the package. Adding one means adding its spec here, plus its own files.
+
+Those files are: a prompt template and a worked example under ``kernelbench/prompts/`` (if it has
+prompts), worked solutions under ``kernelbench/solutions/<name>/`` (if any), and the functions its spec
+names (a static conformity check, a kernel-name reader). Nothing else lists backends: the command
+line, settings validation, the guards, generation and the leaderboard all read the registry.
+"""
+
+from __future__ import annotations
+
+from kernelbench.backends.spec import BackendSpec, Detection, PromptSpec
+
+_GUARDS = "kernelbench.evaluation.guards"
+
+CUDA = BackendSpec(
+    name="cuda",
+    display_name="CUDA",
+    summary="CUDA C++ kernels built inline with torch.utils.cpp_extension.load_inline",
+    # A source that builds a C++/CUDA extension is cuda even if it also uses Triton (highest precedence):
+    # the extension needs nvcc and a GPU, which is what the cuda worker path gives it (built ahead on the
+    # CPU, refused on the CPU path instead of failing halfway under the Triton interpreter).
+    detection=Detection(modules=("torch.utils.cpp_extension",), names=("load_inline", "cpp_extension"),
+                        precedence=20),
+    conformity=f"{_GUARDS}.conformity:check_cuda",
+    kernel_names=f"{_GUARDS}.runtime:cuda_kernel_names",
+    needs_gpu=True,
+    builds_ahead=True,
+    build_estimate_s=120.0,  # nvcc through load_inline
+    prompt=PromptSpec(template="cuda.j2", example="cuda_model_new.py",
+                      example_intro="a fused CUDA kernel built inline with torch.utils.cpp_extension.load_inline"),
+    worked_solutions=True,
+    submissions=True,
+)
+
+TRITON = BackendSpec(
+    name="triton",
+    display_name="Triton",
+    summary="Triton kernels (@triton.jit); on the CPU they run under the Triton interpreter",
+    detection=Detection(modules=("triton",), precedence=10),
+    conformity=f"{_GUARDS}.conformity:check_triton",
+    kernel_names=f"{_GUARDS}.runtime:triton_kernel_names",
+    records_launches=True,
+    cpu_worker_env={"TRITON_INTERPRET": "1"},
+    build_estimate_s=30.0,  # Triton's JIT
+    prompt=PromptSpec(template="triton.j2", example="triton_model_new.py", example_intro="a fused Triton kernel"),
+    worked_solutions=True,
+    submissions=True,
+)
+
+TORCH = BackendSpec(
+    name="torch",
+    display_name="PyTorch",
+    summary="plain PyTorch (no kernels of its own): baselines, references and tests of the evaluator",
+    custom_kernels=False,
+    build_estimate_s=5.0,  # nothing to build
+)
+
+BUILTIN: tuple[BackendSpec, ...] = (CUDA, TRITON, TORCH)
+#: The backend assumed when none is named or detected (the evaluator's default). A source with no
+#: kernel at all then fails cuda's conformity: a candidate without a kernel of its own fails whatever
+#: it claims.
+DEFAULT_BACKEND = CUDA.name
