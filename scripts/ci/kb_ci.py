@@ -32,26 +32,25 @@ from ci_github import CIError, api_from_env, sink_from_env, upsert_comment  # no
 MAX_BODY_BYTES = 1024 * 1024
 
 
-def set_output(name: str, value: object) -> None:
-    """Append ``name=value`` to $GITHUB_OUTPUT when running under Actions."""
+def _append_to_actions_file(variable: str, what: str, name: str, value: object) -> None:
+    """Append one ``name=value`` line to the file Actions names in ``variable`` (nothing outside Actions)."""
     text = str(value)
     if "\n" in text:
-        raise CIError(f"output {name} must be one line")
-    target = os.environ.get("GITHUB_OUTPUT")
+        raise CIError(f"{what} {name} must be one line")
+    target = os.environ.get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as f:
             f.write(f"{name}={text}\n")
+
+
+def set_output(name: str, value: object) -> None:
+    """Append ``name=value`` to $GITHUB_OUTPUT when running under Actions."""
+    _append_to_actions_file("GITHUB_OUTPUT", "output", name, value)
 
 
 def set_env(name: str, value: object) -> None:
     """Append ``name=value`` to $GITHUB_ENV: later steps of the job see it as an environment variable."""
-    text = str(value)
-    if "\n" in text:
-        raise CIError(f"environment variable {name} must be one line")
-    target = os.environ.get("GITHUB_ENV")
-    if target:
-        with open(target, "a", encoding="utf-8") as f:
-            f.write(f"{name}={text}\n")
+    _append_to_actions_file("GITHUB_ENV", "environment variable", name, value)
 
 
 def _read_lines(path: str) -> list[str]:
