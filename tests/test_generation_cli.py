@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import pytest
+from kbtesting import files_containing
 from llm_server import KERNELS, LLMServer, Reply, fenced, make_problem_dir, problem_id_in
 
 from kernelbench.runs import RunDirectory
@@ -31,10 +31,6 @@ def leak_check(code: str) -> str:
              "if _leaked:\n"
              "    raise RuntimeError(f'API keys leaked into the candidate environment: {_leaked}')\n")
     return check + code
-
-
-def files_containing(root: Path, needle: str) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_text(encoding="utf-8", errors="replace")]
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.leaderboard import factory as F
+from kbtesting import run_cli
 
 from leaderboard.schema import MAX_KERNEL_BYTES
 from leaderboard.validate import md_escape, validate_file, validate_files
@@ -188,8 +189,7 @@ def test_static_guard_findings_are_reported(tmp_path, problems):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "leaderboard", *args],
-                          capture_output=True, text=True, cwd=cwd or REPO, timeout=120)
+    return run_cli("leaderboard", *args, cwd=cwd or REPO, timeout=120)
 
 
 def test_cli_validate_exit_codes_and_reports(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import pytest
+from kbtesting import load_script
 from llm_server import KERNELS, TRITON_SCALE, LLMServer, Reply, kernel_reply, make_problem_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,13 +22,6 @@ import _kv  # noqa: E402
 
 SCRIPT_NAMES = ("generate_samples", "eval_from_generations", "benchmark_eval_analysis",
                 "generate_and_eval_single_sample", "run_and_check")
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"kb_script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------- parsing
