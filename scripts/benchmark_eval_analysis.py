@@ -81,7 +81,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     run_dir = Path(args.eval_results_dir or args.runs_dir) / args.run_name
     argv = ["analyze", "--run-dir", str(run_dir), "--level", str(args.level),
             "--sample-policy", str(args.sample_policy),
-            "--output", str(args.output_file or run_dir / "analysis_results.json")]
+            "--json", str(args.output_file or run_dir / "analysis_results.json")]
     argv += baseline_options(args)
     if args.dataset_src is not None:
         argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path, run_dir)

@@ -243,7 +243,7 @@ def test_script_prints_and_writes_the_comparison_without_their_raw_times(tmp_pat
     rc = m.main([str(tmp_path / "ours.json"), "--repeat", str(tmp_path / "repeat.json"),
                  "--published", str(tmp_path / "theirs.json"), "--published-problems", str(theirs_folder),
                  "--problems", str(ours_folder), "--roofline", "--host-shares", str(tmp_path / "sweep.json"),
-                 "--json-out", str(out)])
+                 "--json", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     assert "2 problems, hashes checked" in printed and f"level1/{RELU} (2.000)" in printed
@@ -266,18 +266,18 @@ def test_script_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     out = tmp_path / "cmp.json"
     m = load_script("compare_baselines")
     rc = m.main([str(tmp_path / "ours.json"), "--mode", "compile-default", "--published",
-                 str(tmp_path / "theirs.json"), "--json-out", str(out)])
+                 str(tmp_path / "theirs.json"), "--json", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and not out.exists()
     assert err.strip() == (f"compare_baselines.py: error: {tmp_path / 'ours.json'} has no 'compile-default' "
                            "baseline (modes present: eager)")
-    rc = m.main([str(tmp_path / "ours.json"), "--roofline", "--json-out", str(out)])
+    rc = m.main([str(tmp_path / "ours.json"), "--roofline", "--json", str(out)])
     assert rc == 2 and not out.exists()
     assert capsys.readouterr().err.strip() == ("compare_baselines.py: error: --roofline needs --problems (the code "
                                                "whose FLOPs and bytes are counted)")
     other = tmp_path / "other"
     write_problems(other, {MM: ("pass", "x + 1")})
-    rc = m.main([str(tmp_path / "ours.json"), "--problems", str(other), "--json-out", str(out)])
+    rc = m.main([str(tmp_path / "ours.json"), "--problems", str(other), "--json", str(out)])
     assert rc == 2 and not out.exists()
     assert f"--problems {other} holds other versions of level1/{MM}" in capsys.readouterr().err
 

@@ -219,7 +219,7 @@ def test_analyze_uses_the_baseline_of_the_gpu_named(scored_run):
     tmp, run_dir, bdir = scored_run
     out = tmp / "scores.json"
     proc = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
-               "--output", str(out))
+               "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert f"baseline {bdir / 'H100.json'} (eager)" in proc.stdout
     level = json.loads(out.read_text())["levels"]["1"]
@@ -228,7 +228,7 @@ def test_analyze_uses_the_baseline_of_the_gpu_named(scored_run):
     assert level["fast_p"]["fast_1.5"] == 1.0 and level["fast_p"]["fast_2"] == 0.5  # 2.0x is not > 2
 
     proc = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
-               "--mode", "compile-default", "--output", str(out))
+               "--mode", "compile-default", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     level = json.loads(out.read_text())["levels"]["1"]
     assert level["geomean_speedup"] == pytest.approx((1.0 * 0.5) ** 0.5) and level["fast_p"]["fast_1"] == 0.0
@@ -241,7 +241,7 @@ def test_analyze_reports_problems_whose_baseline_drifted_from_the_in_session_ref
     _write_baseline(tmp / "mine" / "H100.json", H100, problems, {1: 0.78, 2: 2.0}, {1: 0.5, 2: 0.25})
     out = tmp / "drift.json"
     proc = run_cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
-               "--output", str(out))
+               "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "On 1 problem(s) the baseline and the reference timed beside the candidates differ by more than 10%" \
         in proc.stdout
@@ -252,7 +252,7 @@ def test_analyze_reports_problems_whose_baseline_drifted_from_the_in_session_ref
     assert [(d["problem_id"], d["baseline_ms"], d["in_session_ms"]) for d in drift] == [(2, 2.0, 0.75)]
 
     proc = run_cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
-               "--mode", "compile-default", "--output", str(out))
+               "--mode", "compile-default", "--json", str(out))
     assert proc.returncode == 0 and "differ by more than" not in proc.stdout
     assert json.loads(out.read_text())["baseline_drift"] == []
 
@@ -265,7 +265,7 @@ def test_analyze_refuses_another_gpus_baseline_unless_forced(scored_run):
         f"error: results were measured on H100 but the baseline {bdir / 'H200.json'} is for H200; "
         "use the baseline for H100 or pass --force to compare anyway")
     forced = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir), "--force",
-                 "--output", str(tmp / "forced.json"))
+                 "--json", str(tmp / "forced.json"))
     assert forced.returncode == 0, forced.stderr
     assert json.loads((tmp / "forced.json").read_text())["levels"]["1"]["geomean_speedup"] == pytest.approx(
         (1.6 * 3.2) ** 0.5)
@@ -282,7 +282,7 @@ def test_bench_script_runs_end_to_end_on_the_cpu(tmp_path):
     env = repo_env()
     proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_baselines.py"), "--source", "directory", "--path",
                            str(d), "--device", "cpu", "--modes", "eager", "--timing-budget", "0.05", "--out", str(out),
-                           "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600)
+                           "--json", str(report)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
     s = data["summary"]

@@ -153,7 +153,7 @@ def test_bench_script_reports_time_agreement_and_speed_of_light(tmp_path):
     env = repo_env()
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_baselines.py"), "--levels", "1",
                            "--problem-id", "8,10", "--modes", "eager", "--timing-budget", "0.2", "--out", str(out),
-                           "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600,
+                           "--json", str(report)], capture_output=True, text=True, env=env, timeout=600,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())

@@ -204,7 +204,7 @@ def _geomean(baseline, names: tuple[str, ...]) -> float:
 
 def _analyze(capsys, run_dir: Path, baselines_dir: Path, out: Path) -> tuple[str, dict]:
     rc = main(["analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(baselines_dir),
-               "--output", str(out)])
+               "--json", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     return captured.out, json.loads(out.read_text())

@@ -152,7 +152,7 @@ def test_analysis_baseline_resolution(tmp_path, monkeypatch):
     (kb_layout / "baseline_time_torch.json").write_text("{}")
     assert m.build_argv(args)[-1] == str(Path("results/timing/H100/baseline_time_torch.json"))
     none = m.build_argv(kv(m.KEYS, ["run_name=r", "level=1"]))
-    assert "--baseline" not in none and none[-2:] == ["--output", str(Path("runs/r/analysis_results.json"))]
+    assert "--baseline" not in none and none[-2:] == ["--json", str(Path("runs/r/analysis_results.json"))]
     with pytest.raises(_kv.KvError, match="subset"):
         m.build_argv(kv(m.KEYS, ["run_name=r", "level=1", "subset=[1,5]"]))
 

@@ -22,7 +22,9 @@ import re
 import sys
 from pathlib import Path, PurePosixPath
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This folder's ci_* modules, and the checkout's root: the repository's leaderboard/ is not part of the
+# installed package, and the trusted checkout's own code is what a workflow runs.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
 
 from ci_comments import RunContext, failure_comment, no_submissions_comment, validation_comment  # noqa: E402
 from ci_git import changed_submissions, export_blobs, fetch_pr_head, git, write_manifest  # noqa: E402
