@@ -43,6 +43,19 @@ def _number(value: str, cast: Callable[[str], float], noun: str, bound: str, ok:
     return v
 
 
+def problem_ids(spec: str | None, flag: str) -> list[int] | None:
+    """The ids of ``--problem-id 1,3,5-8`` (None when not given); a bad spec is a one-line error naming ``flag``."""
+    from kernelbench.errors import KernelBenchError
+    from kernelbench.problems import parse_id_spec
+
+    if not spec:
+        return None
+    try:
+        return parse_id_spec(spec)
+    except ValueError as e:
+        raise KernelBenchError(f"{flag}: {e}") from None
+
+
 def positive_int(value: str) -> int:
     return _number(value, int, "a positive integer", "", lambda v: v > 0)
 

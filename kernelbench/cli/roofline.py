@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from kernelbench.cli.common import add_json_arg, add_source_args, json_to_stdout, level_type, write_json
+from kernelbench.cli.common import (
+    add_json_arg,
+    add_source_args,
+    json_to_stdout,
+    level_type,
+    problem_ids,
+    write_json,
+)
 
 PRECISION_CHOICES = ("fp32", "fp16", "bf16")
 FP32_MATH_CHOICES = ("default", "ieee", "tf32")
@@ -95,17 +102,13 @@ def run(args: argparse.Namespace) -> int:
 
     from kernelbench.baselines import load_baseline
     from kernelbench.hardware import find_gpu_spec
-    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems import load_problems
     from kernelbench.roofline import problem_roofline
 
     spec, why = _pick_gpu(args.gpu)
     problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level])
-    if args.problem_id:
-        try:
-            ids = parse_id_spec(args.problem_id)
-        except ValueError as e:
-            print(f"error: --problem-id: {e}", file=sys.stderr)
-            return 2
+    ids = problem_ids(args.problem_id, "--problem-id")
+    if ids:
         problems = problems.select(ids=ids)
 
     if args.baseline and args.no_baseline:
