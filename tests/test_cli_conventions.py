@@ -120,7 +120,8 @@ def test_the_old_spellings_work_hidden_and_say_they_are_deprecated(capsys):
     cases = [(["eval", "--level", "1", "--problem-id", "1", "--kernel", "k.py", "--output", "x.json"], "--output"),
              (["analyze", "--run-dir", "r", "--json-out", "x.json"], "--json-out"),
              (["analyze", "--run-dir", "r", "--output", "x.json"], "--output"),
-             (["leaderboard", "validate", "s.json", "--report-json", "x.json"], "--report-json")]
+             (["leaderboard", "validate", "s.json", "--report-json", "x.json"], "--report-json"),
+             (["run", "--model", "m", "--level", "1", "--scores-out", "x.json"], "--scores-out")]
     parser = build_parser()
     for argv, spelling in cases:
         args = parser.parse_args(argv)
@@ -129,8 +130,10 @@ def test_the_old_spellings_work_hidden_and_say_they_are_deprecated(capsys):
         assert capsys.readouterr().err.strip() == (f"kernelbench {command}: warning: {spelling} is deprecated; "
                                                    "use --json x.json")
     helps = [sub.format_help() for sub in _all_subparsers(parser)]
-    assert not any(old in text for text in helps for old in ("--json-out", "--report-json", "--output"))
-    assert sum("--json [PATH]" in text for text in helps) == 8  # eval analyze demo problems×2 roofline guard validate
+    assert not any("--output" in text for text in helps if "--json [PATH]" in text)
+    assert not any(old in text for text in helps for old in ("--json-out", "--report-json", "--scores-out"))
+    # eval, analyze, run, demo, problems list and show, roofline, guard, leaderboard validate
+    assert sum("--json [PATH]" in text for text in helps) == 9
 
     for script, argv, spelling in [("compare_baselines", ["ours.json", "--json-out", "x.json"], "--json-out"),
                                    ("bench_baselines", ["--json-out", "x.json"], "--json-out")]:

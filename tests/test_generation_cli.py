@@ -52,10 +52,12 @@ def test_run_end_to_end_then_resume(tmp_path, monkeypatch, capsys):
             "problems", "--backend", "triton", "--run-name", "e2e", "--correctness-trials", "2",
             "--price-in", "1", "--price-out", "2"]
     with LLMServer(responder=first_round) as server:
-        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:]])
+        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:], "--json", str(tmp_path / "scores.json")])
         out = capsys.readouterr().out
         assert rc == 0
         assert {r.headers["authorization"] for r in server.chat_requests()} == {f"Bearer {DOTENV_KEY}"}
+    scores = json.loads((tmp_path / "scores.json").read_text())  # the analysis step's --json
+    assert scores["level"] == 1 and scores["run_dir"].endswith("e2e")
 
     run = tmp_path / "runs" / "e2e"
     rd = RunDirectory(run)
