@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 import pytest
-from kbtesting import gpu_environment
+from kbtesting import gpu_environment, problem_source
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import (
@@ -160,26 +160,6 @@ H100 = "NVIDIA H100 80GB HBM3"
 OFFICIAL_NAMES = ("19_ReLU", "21_Sigmoid", "22_Tanh")
 CANDIDATE_MS = 0.05
 
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return {expr}
-
-
-def get_inputs():
-    return [torch.rand(8, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
-
 
 def _official_run(root: Path, folder: Path, names: tuple[str, ...]) -> Path:
     """A level-1 run on the official problems in ``folder``: results on disk for ``names``, timed on an H100."""
@@ -218,7 +198,7 @@ def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_bu
     folder = tmp_path / "KernelBench"
     (folder / "level1").mkdir(parents=True)
     for name, expr in zip(OFFICIAL_NAMES, ("torch.relu(x)", "torch.sigmoid(x)", "torch.tanh(x)")):
-        (folder / "level1" / f"{name}.py").write_text(PROBLEM.format(expr=expr))
+        (folder / "level1" / f"{name}.py").write_text(problem_source(expr))
     pin_official(folder, KERNELBENCH_REVISION)  # a stand-in for the official set, at its pinned revision
 
     committed = load_baseline(OFFICIAL_DIR / "H100.json")
