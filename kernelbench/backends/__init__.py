@@ -32,7 +32,7 @@ for _spec in BUILTIN:
 
 
 def get_backend(name: str) -> BackendSpec:
-    """The spec of ``name``; raises :class:`UnknownBackendError` ("... (available: cuda, torch, triton)")."""
+    """The spec of ``name``; raises :class:`UnknownBackendError` ("... (available: cuda, cute, tilelang, torch, triton)")."""
     return REGISTRY.get(name)
 
 
