@@ -31,13 +31,31 @@ def result(**kw) -> KernelResult:
     return KernelResult(**base)
 
 
-@pytest.mark.parametrize("backend", ["cuda", "triton"])
+#: What each backend's prompt must teach (its kernel marker, and how the kernel reaches the GPU).
+BACKEND_MARKERS = {
+    "cuda": ["load_inline"],
+    "triton": ["@triton.jit"],
+    "cute": ["@cute.kernel", "@cute.jit", ".launch(grid=", "cute.compile(", "cuda.CUstream(torch.cuda.current_stream()"
+             ".cuda_stream)", "## CuTe DSL notes"],
+    "tilelang": ["@T.prim_func", "@tilelang.jit(out_idx=[-1])", "tilelang.compile(func, out_idx=[...])", "T.Parallel",
+                 "TF32 tensor cores", "## TileLang notes"],
+}
+
+
+def test_every_prompt_backend_has_markers():
+    from kernelbench.backends import prompt_backends
+
+    assert set(prompt_backends()) == set(BACKEND_MARKERS)
+
+
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
 def test_prompt_has_every_part(relu, backend):
     text = build_prompt(relu, backend, "fp32", "H100")
     model_src, model_new_src = worked_example(backend)
     assert relu.code.strip() in text
     assert model_src in text and model_new_src in text
-    assert "load_inline" in text if backend == "cuda" else "@triton.jit" in text
+    for marker in BACKEND_MARKERS[backend]:
+        assert marker in text, marker
     assert "132 SMs" in text and "Hopper" in text and "3.35 TB/s" in text  # from kernelbench.hardware
     assert "float32" in text and "atol = 0.0001" in text
     assert "exactly one fenced code block" in text and "class ModelNew(nn.Module)" in text
@@ -130,13 +148,29 @@ def _import_file(path):
     return module
 
 
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
+def test_worked_examples_pass_the_static_guard_cleanly(backend):
+    """The example a prompt teaches with is what the guard wants to see: a launch, no warning."""
+    from kernelbench.backends import detect_backend
+    from kernelbench.evaluation.guards import analyze_source
+
+    _, new_src = worked_example(backend)
+    report = analyze_source(new_src, backend)
+    assert report.passed and not report.warnings and "kernel-launch" in report.rules("info"), report.to_text()
+    assert detect_backend(new_src) == backend
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["cuda", "triton"])
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
 def test_worked_examples_are_correct_on_the_gpu(backend, tmp_path, monkeypatch):
     import torch
 
+    from kernelbench.backends import get_backend
+
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU")
+    if get_backend(backend).missing_packages():
+        pytest.skip(get_backend(backend).missing_message())
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     model_src, new_src = worked_example(backend)
     (tmp_path / "kb_example_model.py").write_text(model_src)
