@@ -13,6 +13,7 @@ of their problems; on a GPU every file runs against the built-in problems at ful
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,15 +162,23 @@ def _runnable_here(ex: Exploit) -> bool:
     return not get_backend(ex.backend).missing_packages()
 
 
+def _selected(ex: Exploit) -> bool:
+    """``KB_CORPUS_BACKENDS=cute,tilelang`` limits the GPU run to those backends' files (gpu_check.sh's dsl phase)."""
+    wanted = [b for b in os.environ.get("KB_CORPUS_BACKENDS", "").split(",") if b]
+    return not wanted or ex.backend in wanted
+
+
 @pytest.fixture(scope="module")
 def gpu_results():
     problems = load_builtin([1])
-    return run_corpus(problems, [e for e in CORPUS_FILES if _runnable_here(e)], "cuda:0")
+    return run_corpus(problems, [e for e in CORPUS_FILES if _runnable_here(e) and _selected(e)], "cuda:0")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("ex", CORPUS_FILES, ids=lambda e: e.name)
 def test_exploit_is_caught_on_the_gpu(gpu_results, ex):
+    if not _selected(ex):
+        pytest.skip("not among KB_CORPUS_BACKENDS")
     if not _runnable_here(ex):
         pytest.skip(get_backend(ex.backend).missing_message())
     for mode, spec in (("expect", ex.expect), ("runtime-expect", ex.runtime_expect)):
