@@ -199,3 +199,19 @@ def test_prompt_cli_bad_input(capsys):
     assert "999" in capsys.readouterr().err
     assert main(["prompt", "--level", "1", "--problem-id", "8", "--gpu", "Z80"]) == 2
     assert "Z80" in capsys.readouterr().err
+
+
+def test_feedback_carries_the_profile_of_the_last_correct_kernel(relu):
+    ok = result(correct=True, runtime=TimingStats(samples_ms=[2.0, 2.0]), ref_runtime=TimingStats(samples_ms=[1.0]))
+    wrong = result(correct=False, error=StageError.make(Stage.CORRECTNESS, "WrongOutput", "mismatch"))
+    profile = "Nsight Compute profile of one forward ...\n- relu_kernel (yours) -> memory-bound (91% of peak)"
+    fb = build_feedback_prompt(relu, "cute", "fp32", "H100", "code", ok, turn=2, profile=profile, profile_turn=2)
+    assert "## Profile of your last correct kernel (the attempt above)\n\n" + profile in fb
+    assert "the profile shows where its time goes" in fb
+    # the last attempt was wrong: the profile is an earlier turn's, and it says which
+    fb = build_feedback_prompt(relu, "cute", "fp32", "H100", "code", wrong, turn=3, profile=profile, profile_turn=2)
+    assert "## Profile of your last correct kernel (turn 2)" in fb and "Fix the problem." in fb
+    gone = build_feedback_prompt(relu, "cute", "fp32", None, "code", ok, turn=2,
+                                 profile="profile unavailable: no NVIDIA GPU", profile_turn=2)
+    assert "profile unavailable: no NVIDIA GPU" in gone and "the profile shows" not in gone
+    assert "## Profile" not in build_feedback_prompt(relu, "cute", "fp32", None, "code", ok, turn=2)
