@@ -499,3 +499,39 @@ def test_a_candidate_whose_backend_package_is_missing_gets_a_one_line_result(rel
     assert missing.error.message == toy.missing_message(["kb_no_such_module_26"])
     assert "pip install 'kernelbench[dsltoy]'" in missing.error.one_line()
     assert cute_on_cpu.error.type == "NoGPU" and "CuTe DSL candidates need an NVIDIA GPU" in cute_on_cpu.error.message
+
+
+# --- generation ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_generate_and_single_take_the_dsl_backends(tmp_path, monkeypatch, capsys):
+    """``generate``/``single --backend cute|tilelang`` against the local LLM stand-in: the prompt teaches the DSL,
+    the reply is kept, and on the CPU the verdict is the one-line GPU refusal (a result, not a traceback)."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from llm_server import LLMServer, Reply, fenced
+
+    from kernelbench.cli.main import main
+    from kernelbench.runs import RunDirectory
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cute = (SOLUTIONS / "cute" / "level1" / "8_ReLU.py").read_text()
+    tl = (SOLUTIONS / "tilelang" / "level1" / "8_ReLU.py").read_text()
+    with LLMServer(default=Reply(content=fenced(cute))) as server:
+        rc = main(["generate", "--backend", "cute", "--level", "1", "--problem-ids", "8", "--model", "openai/m",
+                   "--api-base", server.base_url, "--run-dir", "runs/c"])
+        (prompt,) = [r.prompt for r in server.chat_requests()]
+    assert rc == 0 and "## CuTe DSL notes" in prompt and "@cute.kernel" in prompt
+    assert RunDirectory(tmp_path / "runs" / "c").kernel_path(1, 8, 0).read_text().strip() == cute.strip()
+    capsys.readouterr()
+    with LLMServer(default=Reply(content=fenced(tl))) as server:
+        rc = main(["single", "--backend", "tilelang", "--level", "1", "--problem-id", "8", "--model", "openai/m",
+                   "--api-base", server.base_url, "--run-dir", "runs/t", "--device", "cpu", "--quiet-kernel"])
+        (prompt,) = [r.prompt for r in server.chat_requests()]
+    out = capsys.readouterr().out
+    assert rc == 0 and "## TileLang notes" in prompt
+    assert "TileLang candidates need an NVIDIA GPU" in out
+    result = RunDirectory(tmp_path / "runs" / "t").load_results()[(8, 0)]
+    assert result.backend == "tilelang" and result.error.type == "NoGPU" and result.error.traceback is None
