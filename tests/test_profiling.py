@@ -241,3 +241,25 @@ def test_profile_a_worked_solution_on_the_gpu(backend, tmp_path):
     assert all(k.duration_us and k.duration_us > 0 for k in own)
     assert own[0].memory_pct is not None and own[0].memory_pct > 30, report.to_text()
     assert report.roofline_fraction is not None and 0 < report.roofline_fraction <= 1.5
+
+
+def test_the_profiled_process_reports_its_failure_in_a_file_not_on_stdout(tmp_path):
+    """The real target process (what ncu would run), here without a GPU: it fails at CUDA setup, says so in
+    status.json beside its spec (the candidate shares stdout), and exits 3."""
+    import subprocess
+    import sys
+
+    problem = load_builtin([1]).get(1, 8)
+    (tmp_path / "problem.py").write_text(problem.code)
+    (tmp_path / "candidate.py").write_text((ROOT / "kernelbench" / "solutions" / "triton" / "level1" / "8_ReLU.py")
+                                           .read_text())
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"problem": str(tmp_path / "problem.py"), "candidate": str(tmp_path / "candidate.py"),
+                                "device": "cuda:0", "precision": "fp32", "init_seed": 1, "input_seed": 2,
+                                "warmup": 1, "cache_scope": "0" * 32}))
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, "-m", "kernelbench.profiling.target", str(spec)], capture_output=True,
+                         text=True, timeout=120, env=env)
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert out.returncode == 3 and out.stdout == ""
+    assert status["ok"] is False and status["type"] and status["traceback"]
