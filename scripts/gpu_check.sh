@@ -73,8 +73,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kb-site .whl/*.whl \
     && export PYTHONPATH=/tmp/kb-site:${PYTHONPATH:-}
 fi
-if [ -d /tmp/kb-dsl-site ]; then  # the CuTe DSL / TileLang packages the dsl phase installed on this warm machine
-  export PYTHONPATH=/tmp/kb-dsl-site:${PYTHONPATH:-}
+# The CuTe DSL / TileLang packages the dsl phase installed on this warm machine. A --target folder is not a site
+# folder, so the .pth that puts the CUTLASS DSL's `cutlass` package on sys.path is not read: name that folder too.
+dsl_site=/tmp/kb-dsl-site:/tmp/kb-dsl-site/nvidia_cutlass_dsl/dsl_packages
+if [ -d /tmp/kb-dsl-site ]; then
+  export PYTHONPATH=$dsl_site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 limit=${KB_PHASE_TIMEOUT:-600}
@@ -122,10 +125,10 @@ for phase in "${phases[@]}"; do
         done
         run dsl-install python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade \
           --target /tmp/kb-dsl-site .dsl-wheels/*.whl
-        export PYTHONPATH=/tmp/kb-dsl-site:${PYTHONPATH:-}
+        export PYTHONPATH=$dsl_site:${PYTHONPATH:-}
       fi
       if ! python3 -c "import cutlass.cute, tilelang" >/dev/null 2>&1; then
-        echo "dsl: nvidia-cutlass-dsl and/or tilelang are not importable here (no .dsl-wheels/): their GPU tests skip" \
+        echo "dsl: nvidia-cutlass-dsl and/or tilelang are not importable here (carry their wheels in .dsl-wheels/, docs/benchmarks.md): their GPU tests skip" \
           | tee "$OUT/dsl-missing.txt"
       fi
       run dsl-versions bash -c "python3 -m pip list 2>/dev/null | grep -i -E 'cutlass|tilelang|tvm|z3|cuda-bindings' || true"
