@@ -1,4 +1,4 @@
-"""Kernel backends (cuda, triton, torch): one :class:`BackendSpec` each, in one registry.
+"""Kernel backends (cuda, triton, cute, tilelang, torch): one :class:`BackendSpec` each, in one registry.
 
 Everything that differs by backend reads the spec: settings validation and the ``--backend`` choices
 (:func:`backend_names`), the static guard's conformity checks, the runtime guard's kernel names, the

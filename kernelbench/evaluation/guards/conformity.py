@@ -1,5 +1,7 @@
 """Backend conformity: a cuda candidate launches its own ``__global__`` kernel, a triton one its
-own ``@triton.jit`` kernel, from ``ModelNew.forward``'s call graph.
+own ``@triton.jit`` kernel, a cute one a ``@cute.kernel`` through a ``@cute.jit`` host function, a tilelang one
+the compiled form of its own ``@T.prim_func``, from ``ModelNew.forward``'s call graph (the DSLs' kernels and
+launches are found by :mod:`~kernelbench.evaluation.guards.dsl`).
 
 Each check is named by its backend's spec (:mod:`kernelbench.backends`) and called by the static
 guard as ``check(ctx, sink, required, anchor)``.
