@@ -21,7 +21,6 @@ into a baseline file stem; :data:`MODAL_GPU_TABLE` holds the GPU types the Modal
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
@@ -32,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 
 from kernelbench.errors import KernelBenchError
+from kernelbench.io_utils import read_json
 
 log = logging.getLogger(__name__)
 
@@ -290,13 +290,7 @@ def _positive_or_none(value, where: str) -> float | None:
 def load_measured_rates(path: str | Path | None = None) -> dict[str, MeasuredRates]:
     """Measured rates by canonical GPU name; an empty file (the shipped default) gives ``{}``."""
     path = Path(path) if path is not None else measured_rates_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MeasuredRatesError(f"measured-rates file {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MeasuredRatesError(f"measured-rates file {path} is not valid JSON: {e}") from None
-    return parse_measured_rates(data, path)
+    return parse_measured_rates(read_json(path, MeasuredRatesError, "measured-rates file "), path)
 
 
 def parse_measured_rates(data: object, path: str | Path) -> dict[str, MeasuredRates]:

@@ -34,6 +34,20 @@ def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2, sort_
     atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys, allow_nan=False) + "\n")
 
 
+def read_json(path: str | Path, error: type[Exception], label: str = "") -> Any:
+    """The JSON document in ``path``, or ``error`` with one line that names the file: missing or not JSON.
+
+    ``label`` goes before the path in the message (``"baseline file "``); the caller checks the shape.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{label}{path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{label}{path} is not valid JSON: {e}") from None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelbench.backends import DEFAULT_BACKEND
 from kernelbench.errors import RunDirectoryError
-from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock
+from kernelbench.io_utils import atomic_write_json, atomic_write_text, file_lock, read_json
 from kernelbench.problems.identity import RecordedProblemSet
 from kernelbench.results import KernelResult, Stage, StageError, TimingStats
 
@@ -201,12 +201,7 @@ def entry_to_result(entry: dict, level: int, problem_id: int, problem_name: str 
 def read_eval_results(path: str | Path, level: int) -> dict[tuple[int, int], KernelResult]:
     """Parse an eval_results.json (ours or KernelBench's) into {(problem_id, sample_id): result}."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDirectoryError(f"{path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RunDirectoryError(f"{path} is not valid JSON: {e}") from None
+    raw = read_json(path, RunDirectoryError)
     if not isinstance(raw, dict):
         raise RunDirectoryError(f"{path}: expected an object keyed by problem id")
     out: dict[tuple[int, int], KernelResult] = {}

@@ -350,9 +350,9 @@ def aggregate(problems: ProblemSet, config: AggregateConfig = AggregateConfig(),
 
     iterator: Iterable[ResultsBundle] = bundles
     if progress and bundles:
-        from tqdm import tqdm
+        from kernelbench.progress import progress_bar
 
-        iterator = tqdm(bundles, desc="aggregating", unit="entry")
+        iterator = progress_bar(bundles, desc="aggregating", unit="entry")
     for bundle in iterator:
         sub = subs[bundle.entry]
         ranked = {(k.level, k.problem_id): src for k, src in sub.kernel_items(ranked_only=True)}

@@ -202,6 +202,23 @@ def defines_model_new(tree: ast.Module) -> bool:
     return False
 
 
+def is_submission_file(path: str | Path | None) -> bool:
+    """Whether ``path`` is an existing JSON object with ``kernels``: a submission, never where a report may go.
+
+    ``--json PATH`` takes the next word as its path; a command that also takes submission files checks
+    this first, so that ``--json a.json b.json`` cannot overwrite the submission ``a.json``.
+    """
+    import json
+
+    if path is None or str(path) == "-" or not Path(path).is_file() or Path(path).stat().st_size > MAX_FILE_BYTES:
+        return False
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "kernels" in data
+
+
 def load_submission(path: str | Path) -> Submission:
     """Read a submission for conversion or evaluation; the first problem becomes a SubmissionError.
 

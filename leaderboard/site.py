@@ -300,9 +300,9 @@ def build_site(data_dir: str | Path, out_dir: str | Path, title: str = "KernelBe
 
     iterator: Iterable = pages
     if progress:
-        from tqdm import tqdm
+        from kernelbench.progress import progress_bar
 
-        iterator = tqdm(pages, desc="rendering", unit="page")
+        iterator = progress_bar(pages, desc="rendering", unit="page")
     for path, template, ctx in iterator:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(env.get_template(template).render(**ctx), encoding="utf-8")

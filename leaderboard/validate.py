@@ -380,9 +380,9 @@ def validate_files(paths: Iterable[str | Path], problems: ProblemSet, use_guard:
     report = ValidationReport(problem_source=problems.source, separate_levels=[str(lv) for lv in separate])
     iterator: Iterable = paths
     if progress and len(paths) > 1:
-        from tqdm import tqdm
+        from kernelbench.progress import progress_bar
 
-        iterator = tqdm(paths, desc="validating", unit="file")
+        iterator = progress_bar(paths, desc="validating", unit="file")
     for p in iterator:
         report.files.append(validate_file(p, problems, guard=guard, use_guard=use_guard, separate_levels=separate))
     return report

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,6 +253,22 @@ def run_kernelbench(prog: str, argv: list[str]) -> int:
 
     print(f"{prog}: running: kernelbench {shlex.join(argv)}", file=sys.stderr)
     return main(argv)
+
+
+def script_main(prog: str, doc: str, keys: Sequence[Key], build_argv: Callable[[KvArgs], list[str]],
+                argv: Sequence[str] | None = None) -> int:
+    """The whole ``main()`` of a key=value script: parse (``--help``, exit 2 on a bad key), map, run.
+
+    Every script is the same three steps and differs only in its keys and its ``build_argv``; a
+    ``KvError`` from the mapping is the same one-line error and exit 2 as one from parsing.
+    """
+    args = parse_or_exit(prog, doc.strip().splitlines()[0], keys, argv)
+    try:
+        kb_argv = build_argv(args)
+    except KvError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    return run_kernelbench(prog, kb_argv)
 
 
 def add(argv: list[str], flag: str, value: Any) -> None:

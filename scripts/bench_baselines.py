@@ -2,7 +2,7 @@
 
     python scripts/bench_baselines.py                                   # built-in suite, every mode
     python scripts/bench_baselines.py --levels 1 2 --modes eager compile-default --deadline 480
-    python scripts/bench_baselines.py --out $OUT/H100.json --json-out $OUT/bench_baselines.json
+    python scripts/bench_baselines.py --out $OUT/H100.json --json $OUT/bench_baselines.json
 
 What it does, in order:
 
@@ -14,7 +14,7 @@ What it does, in order:
    per-problem ratios, and the worst case);
 3. works out the fraction of speed of light that PyTorch eager reaches on each problem (roofline
    bound on this GPU / measured eager median);
-4. prints a per-problem table and a summary, and writes all of it as JSON (``--json-out``).
+4. prints a per-problem table and a summary, and writes all of it as JSON (``--json``).
 
 ``--deadline`` stops starting new measurements after that many seconds (both runs together); the
 files keep what was measured and a second invocation continues. Expect torch.compile modes to
@@ -25,6 +25,7 @@ kernel variants per matmul and convolution (bound it with ``--compile-timeout``)
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import sys
@@ -36,7 +37,7 @@ MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from kernelbench.cli.common import non_negative_int
+    from kernelbench.cli.common import add_json_arg, non_negative_int
 
     p = argparse.ArgumentParser(prog="bench_baselines.py", description=__doc__.strip().splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -56,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--deadline", type=float, default=None, help="stop starting measurements after this many seconds")
     p.add_argument("--out", default=None, help="baseline file (default baselines/<GPU>.json; official problems: baselines/kernelbench/<GPU>.json)")
     p.add_argument("--repeat-out", default=None, help="second eager run (default <out stem>.eager-repeat.json)")
-    p.add_argument("--json-out", default="bench_baselines.json", help="where to write the results as JSON")
+    add_json_arg(p, "the results", deprecated=("--json-out",), default="bench_baselines.json")
     p.add_argument("--no-repeat", action="store_true", help="skip the second eager run")
     p.add_argument("--restart", action="store_true", help="start both files over instead of resuming")
     p.add_argument("--device", default=None, help="cuda:N (default: the first GPU); cpu for a smoke test")
@@ -102,7 +103,14 @@ def _fmt(v: float | None, spec: str = ".4g") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.cli.common import stdout_for_json
+
     args = parse_args(argv)
+    with stdout_for_json(args):
+        return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from tabulate import tabulate
@@ -118,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         measure_into,
         warm_compile_caches,
     )
+    from kernelbench.cli.common import write_json
     from kernelbench.errors import BaselineError
-    from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems, parse_id_spec
     from kernelbench.roofline import check_speed_of_light
 
@@ -252,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(lines, tablefmt="plain"))
     for o in first.failures:
         print(f"failed: level {o.level} {o.filename} {o.mode}: {(o.error or '')[:150]}")
-    atomic_write_json(args.json_out, {"summary": summary, "problems": records})
-    print(f"\nwrote {args.json_out}")
+    write_json(args, json.dumps({"summary": summary, "problems": records}, indent=2, allow_nan=False))
     return 0
 
 

@@ -16,12 +16,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _checkout  # noqa: F401  (this checkout first on the path)
 
-from kernelbench.evaluation import EvalJob, EvalSettings  # noqa: E402
-from kernelbench.evaluation.environment import gpu_compute_capability_from_smi  # noqa: E402
-from kernelbench.evaluation.parent.batch import _compile_job, evaluate  # noqa: E402
-from kernelbench.problems import load_builtin  # noqa: E402
+from kernelbench.evaluation import EvalJob, EvalSettings
+from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
+from kernelbench.evaluation.parent.batch import _compile_job, evaluate
+from kernelbench.problems import load_builtin
 
 TEMPLATE = r'''
 import torch

@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 
 def _children(pid: int) -> list[int]:
@@ -76,13 +75,22 @@ def run_once(cmd: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.cli.common import add_json_arg, stdout_for_json
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs to measure (default 3)")
     ap.add_argument("--device", default=None, help="passed to kernelbench demo (default: GPU if any, else cpu)")
-    ap.add_argument("--json", dest="json_path", default=None, help="write the measurements to this file")
+    add_json_arg(ap, "the measurements")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
+    with stdout_for_json(args):
+        return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from kernelbench.cli.common import write_json
+
     cmd = [sys.executable, "-m", "kernelbench.cli.main", "demo"]
     if args.device:
         cmd += ["--device", args.device]
@@ -107,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
-    if args.json_path:
+    if args.json:
         info = {
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
@@ -115,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": walls, "peak_tree_rss_mb": peaks, "max_single_process_rss_mb": max_single_mb,
             "all_expected": all(r["returncode"] == 0 for r in runs),
         }
-        Path(args.json_path).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json_path}")
+        write_json(args, json.dumps(info, indent=1))
     return 0 if all(r["returncode"] == 0 for r in runs) else 1
 
 

@@ -27,10 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _checkout  # noqa: F401  (this checkout first on the path)
 
-from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch  # noqa: E402
-from kernelbench.problems import load_problems  # noqa: E402
+from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
+from kernelbench.problems import load_problems
 
 
 def identity_source(problem_code: str) -> str:

@@ -17,14 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _checkout  # noqa: F401  (this checkout first on the path)
 
-from kernelbench.evaluation import isolation, protocol  # noqa: E402
-from kernelbench.evaluation.parent.workers import call, start_worker  # noqa: E402
-from kernelbench.evaluation.sandbox import Confinement  # noqa: E402
-from kernelbench.evaluation.seeds import INIT_SEED  # noqa: E402
-from kernelbench.problems import load_builtin  # noqa: E402
-from kernelbench.results import Stage  # noqa: E402
+from kernelbench.evaluation import isolation, protocol
+from kernelbench.evaluation.parent.workers import call, start_worker
+from kernelbench.evaluation.sandbox import Confinement
+from kernelbench.evaluation.seeds import INIT_SEED
+from kernelbench.problems import load_builtin
+from kernelbench.results import Stage
 
 CANDIDATE = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
             "        return torch.relu(x)\n"

@@ -33,12 +33,11 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _checkout  # noqa: F401  (this checkout first on the path)
+import httpx
 
-import httpx  # noqa: E402
-
-from kernelbench.problems import load_problems  # noqa: E402
-from kernelbench.server.client import EvalClient, make_request  # noqa: E402
+from kernelbench.problems import load_problems
+from kernelbench.server.client import EvalClient, make_request
 
 
 def identity_source(problem_code: str) -> str:

@@ -81,7 +81,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
     run_dir = Path(args.eval_results_dir or args.runs_dir) / args.run_name
     argv = ["analyze", "--run-dir", str(run_dir), "--level", str(args.level),
             "--sample-policy", str(args.sample_policy),
-            "--output", str(args.output_file or run_dir / "analysis_results.json")]
+            "--json", str(args.output_file or run_dir / "analysis_results.json")]
     argv += baseline_options(args)
     if args.dataset_src is not None:
         argv += _kv.source_options(args.dataset_src, args.dataset_name, args.dataset_path, run_dir)
@@ -91,13 +91,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _kv.parse_or_exit(PROG, __doc__.strip().splitlines()[0], KEYS, argv)
-    try:
-        kb_argv = build_argv(args)
-    except _kv.KvError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    return _kv.run_kernelbench(PROG, kb_argv)
+    return _kv.script_main(PROG, __doc__, KEYS, build_argv, argv)
 
 
 if __name__ == "__main__":

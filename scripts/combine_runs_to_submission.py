@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this checkout's kernelbench and leaderboard first on the path)
+
 
 def _resolve(run: str, runs_dir: str) -> Path:
     path = Path(run)

@@ -4,7 +4,7 @@
         --repeat baselines/kernelbench/H100.eager-repeat.json \\
         --published H100_Modal/baseline_time_torch.json --published-problems kb-1f8d20f/KernelBench \\
         --problems kb_official/KernelBench --host-shares docs/measurements/identity_official_L1_H200_2026-11-24.json \\
-        --json-out docs/measurements/compare_official_H100_eager.json
+        --json docs/measurements/compare_official_H100_eager.json
 
 Prints, for the mode given (``--mode``, default eager):
 
@@ -21,7 +21,7 @@ KernelBench's hash) are listed apart and left out of the statistics. ``--problem
 folder (its hashes must match the file's); it lets the code-based cues (cuDNN convolutions) be read, and
 with ``--roofline`` each problem's speed-of-light bound for IEEE fp32 be counted.
 KernelBench's files hold one mode each: compare ``--mode compile-default`` with their
-``baseline_time_torch_compile_inductor_default.json``. The JSON (``--json-out``) holds ratios and our
+``baseline_time_torch_compile_inductor_default.json``. The JSON (``--json``) holds ratios and our
 times, never their raw times.
 """
 
@@ -32,6 +32,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import _checkout  # noqa: F401  (this checkout's kernelbench first on the path)
+
+from kernelbench.cli.common import add_json_arg, stdout_for_json, write_json
 
 SPREAD_SHOWN = 1.02
 
@@ -55,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="scripts/bench_evaluator.py JSON outputs whose rows carry host_share per problem")
     p.add_argument("--allow-other-gpu", action="store_true", help="compare files of two GPU types anyway")
     p.add_argument("--top", type=int, default=10, help="largest disagreements to list (default 10)")
-    p.add_argument("--json-out", default=None, help="write everything printed as JSON")
+    add_json_arg(p, "everything printed", deprecated=("--json-out",))
     return p.parse_args(argv)
 
 
@@ -144,11 +148,15 @@ def _f(v: float | None, spec: str = ".3f") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    with stdout_for_json(args):
+        return _compare(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from kernelbench.baselines import CUES, Evidence, compare_baselines, compare_with_published, load_baseline
     from kernelbench.errors import BaselineError, KernelBenchError
-    from kernelbench.io_utils import atomic_write_json
 
     report: dict[str, Any] = {"baseline": args.baseline, "mode": args.mode}
     try:
@@ -240,9 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     except KernelBenchError as e:  # a bad file, folder or pairing: one line, nothing written
         print(f"compare_baselines.py: error: {e}", file=sys.stderr)
         return 2
-    if args.json_out:
-        atomic_write_json(args.json_out, report)
-        print(f"\nwrote {args.json_out}")
+    if args.json:
+        write_json(args, json.dumps(report, indent=2, allow_nan=False))
     return 0
 
 

@@ -137,13 +137,7 @@ def build_argv(args: _kv.KvArgs) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _kv.parse_or_exit(PROG, __doc__.strip().splitlines()[0], KEYS, argv)
-    try:
-        kb_argv = build_argv(args)
-    except _kv.KvError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    return _kv.run_kernelbench(PROG, kb_argv)
+    return _kv.script_main(PROG, __doc__, KEYS, build_argv, argv)
 
 
 if __name__ == "__main__":

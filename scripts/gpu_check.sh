@@ -203,7 +203,7 @@ for phase in "${phases[@]}"; do
       # shellcheck disable=SC2086
       run official-baselines python3 scripts/bench_baselines.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} \
-        --out "baselines/kernelbench/$gpu.json" --json-out "$OUT/bench_official_baselines.json" \
+        --out "baselines/kernelbench/$gpu.json" --json "$OUT/bench_official_baselines.json" \
         --modes ${KB_BASELINE_MODES:-eager} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
         ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"} ${KB_NO_SOL:+--no-sol} ${KB_NO_REPEAT:+--no-repeat}
       cp baselines/kernelbench/"$gpu"*.json "$OUT/" 2>/dev/null ;;
@@ -213,7 +213,7 @@ for phase in "${phases[@]}"; do
     builds) run builds python3 scripts/bench_cuda_builds.py --out "$OUT/bench_builds.json" ;;
     baselines)
       # shellcheck disable=SC2086
-      run baselines python3 scripts/bench_baselines.py --out "baselines/$gpu.json" --json-out "$OUT/bench_baselines.json" \
+      run baselines python3 scripts/bench_baselines.py --out "baselines/$gpu.json" --json "$OUT/bench_baselines.json" \
         --modes ${KB_BASELINE_MODES:-all} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
         ${KB_BASELINE_RESTART:+--restart} ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"}
       du -sh /tmp/torchinductor_* 2>/dev/null | tee -a "$OUT/baselines.log"  # what a compile warm-up leaves

@@ -41,9 +41,17 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[bool, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelbench.cli.common import add_json_arg, stdout_for_json
+
     p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--json", default=None, help="write the outcomes here as JSON")
+    add_json_arg(p, "the outcomes")
     args = p.parse_args(argv)
+    with stdout_for_json(args):
+        return _probe(args)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from kernelbench.cli.common import write_json
     from kernelbench.evaluation import isolation
 
     if os.geteuid() != 0:
@@ -80,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         dirs.cleanup()
         shutil.rmtree(shm, ignore_errors=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(outcomes, indent=2))
+    write_json(args, json.dumps(outcomes, indent=2))
     return 0 if all(o["ok"] for o in outcomes.values()) else 1
 
 

@@ -70,14 +70,8 @@ def build_argv(args: _kv.KvArgs, workdir: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _kv.parse_or_exit(PROG, __doc__.strip().splitlines()[0], KEYS, argv)
     with tempfile.TemporaryDirectory(prefix="kb-run-and-check-") as tmp:
-        try:
-            kb_argv = build_argv(args, Path(tmp))
-        except _kv.KvError as e:
-            print(f"{PROG}: error: {e}", file=sys.stderr)
-            return 2
-        return _kv.run_kernelbench(PROG, kb_argv)
+        return _kv.script_main(PROG, __doc__, KEYS, lambda args: build_argv(args, Path(tmp)), argv)
 
 
 if __name__ == "__main__":

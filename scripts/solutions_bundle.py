@@ -26,6 +26,8 @@ import json
 import sys
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this checkout's kernelbench and leaderboard first on the path)
+
 
 class BundleError(Exception):
     """The record cannot stand for the entry's evaluation; the message says why, in one line."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import _checkout  # noqa: F401  (this checkout's kernelbench and leaderboard first on the path)
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Convert a submission JSON file into per-level run directories.")

@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import _checkout  # noqa: F401  (this checkout's kernelbench and leaderboard first on the path)
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Import evaluated runs of a submission and update data/.")

@@ -7,12 +7,12 @@ manifest decides which set a file belongs to.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import load_script
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import (
@@ -195,13 +195,6 @@ def test_kernelbench_files_with_a_failed_problem_load_without_it(tmp_path):
 
 
 # ---------------------------------------------------------------- the script
-def load_script():
-    spec = importlib.util.spec_from_file_location("kb_compare_baselines", REPO / "scripts" / "compare_baselines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 PROBLEM = """import torch
 import torch.nn as nn
 
@@ -246,11 +239,11 @@ def test_script_prints_and_writes_the_comparison_without_their_raw_times(tmp_pat
     (tmp_path / "theirs.json").write_text(json.dumps(theirs_dict({(1, MM): 2.0, (1, RELU): 0.5, (1, CONV): 1.234567})))
     (tmp_path / "sweep.json").write_text(json.dumps({"rows": [{"level": 1, "name": MM[:-3], "host_share": 0.9}]}))
     out = tmp_path / "cmp.json"
-    m = load_script()
+    m = load_script("compare_baselines")
     rc = m.main([str(tmp_path / "ours.json"), "--repeat", str(tmp_path / "repeat.json"),
                  "--published", str(tmp_path / "theirs.json"), "--published-problems", str(theirs_folder),
                  "--problems", str(ours_folder), "--roofline", "--host-shares", str(tmp_path / "sweep.json"),
-                 "--json-out", str(out)])
+                 "--json", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     assert "2 problems, hashes checked" in printed and f"level1/{RELU} (2.000)" in printed
@@ -271,20 +264,20 @@ def test_script_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     (tmp_path / "ours.json").write_text(json.dumps(ours_dict(OURS)))
     (tmp_path / "theirs.json").write_text(json.dumps(theirs_dict(THEIRS)))
     out = tmp_path / "cmp.json"
-    m = load_script()
+    m = load_script("compare_baselines")
     rc = m.main([str(tmp_path / "ours.json"), "--mode", "compile-default", "--published",
-                 str(tmp_path / "theirs.json"), "--json-out", str(out)])
+                 str(tmp_path / "theirs.json"), "--json", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and not out.exists()
     assert err.strip() == (f"compare_baselines.py: error: {tmp_path / 'ours.json'} has no 'compile-default' "
                            "baseline (modes present: eager)")
-    rc = m.main([str(tmp_path / "ours.json"), "--roofline", "--json-out", str(out)])
+    rc = m.main([str(tmp_path / "ours.json"), "--roofline", "--json", str(out)])
     assert rc == 2 and not out.exists()
     assert capsys.readouterr().err.strip() == ("compare_baselines.py: error: --roofline needs --problems (the code "
                                                "whose FLOPs and bytes are counted)")
     other = tmp_path / "other"
     write_problems(other, {MM: ("pass", "x + 1")})
-    rc = m.main([str(tmp_path / "ours.json"), "--problems", str(other), "--json-out", str(out)])
+    rc = m.main([str(tmp_path / "ours.json"), "--problems", str(other), "--json", str(out)])
     assert rc == 2 and not out.exists()
     assert f"--problems {other} holds other versions of level1/{MM}" in capsys.readouterr().err
 

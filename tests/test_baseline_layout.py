@@ -8,12 +8,11 @@ against the run's problem set, so a wrong pick is an error rather than a score.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import load_script
 
 from kernelbench.baselines import find_baseline_for_gpu
 
@@ -38,14 +37,8 @@ def test_the_sets_own_file_is_picked_from_the_baselines_folder_or_a_sets_folder(
 
 
 def test_the_kernelbench_style_analysis_script_lets_analyze_pick_the_sets_file(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        spec = importlib.util.spec_from_file_location("kb_bea", REPO / "scripts" / "benchmark_eval_analysis.py")
-        m = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(m)
-        import _kv
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    m = load_script("benchmark_eval_analysis")
+    import _kv  # the scripts' own module: load_script put scripts/ on the path
     monkeypatch.chdir(tmp_path)
     args = _kv.parse_kv(["run_name=r", "level=1", "hardware=H100"], m.KEYS)
     with pytest.raises(_kv.KvError, match=r"tried baselines/H100.json, baselines/kernelbench/H100.json; "

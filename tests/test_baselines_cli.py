@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from kbtesting import (
+    BROKEN_INPUTS_PROBLEM,
+    SCRIPTS,
+    gpu_environment,
+    load_script,
+    problem_source,
+    repo_env,
+    run_cli,
+    write_problems,
+)
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import BaselineEntry, BaselineFile, load_baseline
@@ -20,18 +27,9 @@ from kernelbench.problems import load_directory
 from kernelbench.results import EnvironmentInfo, KernelResult, TimingStats
 from kernelbench.runs import RunDirectory
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import _kv  # noqa: E402
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"kb_script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def has_cuda() -> bool:
@@ -40,53 +38,8 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
-
-
-RELU = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(64, 32)]
-
-def get_init_inputs():
-    return []
-"""
-
+RELU = problem_source(shape="64, 32")
 TANH = RELU.replace("torch.relu", "torch.tanh")
-
-BROKEN = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x
-
-def get_inputs():
-    raise ValueError("inputs cannot be made")
-
-def get_init_inputs():
-    return []
-"""
-
-
-def problem_dir(root: Path, files: dict[str, str]) -> Path:
-    (root / "level1").mkdir(parents=True)
-    for name, code in files.items():
-        (root / "level1" / name).write_text(textwrap.dedent(code))
-    return root
 
 
 # ---------------------------------------------------------------- kernelbench baselines: options and refusals
@@ -109,7 +62,7 @@ def test_unknown_mode_is_a_usage_error(capsys):
 
 @pytest.mark.skipif(has_cuda(), reason="checks the machine without a GPU")
 def test_without_a_gpu_the_cpu_is_refused_unless_asked_for(tmp_path, capsys):
-    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU})
+    d = write_problems(tmp_path / "p", {"1_ReLU.py": RELU})
     rc = main(["baselines", "--source", "directory", "--path", str(d), "--modes", "eager",
                "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
@@ -118,7 +71,7 @@ def test_without_a_gpu_the_cpu_is_refused_unless_asked_for(tmp_path, capsys):
 
 
 def test_a_file_of_another_gpu_is_refused_before_measuring(tmp_path, capsys):
-    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU})
+    d = write_problems(tmp_path / "p", {"1_ReLU.py": RELU})
     out = tmp_path / "cpu.json"
     out.write_text(json.dumps({"level1": {"1_ReLU.py": {"mean": 0.1}},
                                "environment": {"gpu_name": "NVIDIA H100 80GB HBM3",
@@ -130,7 +83,7 @@ def test_a_file_of_another_gpu_is_refused_before_measuring(tmp_path, capsys):
 
 
 def test_problem_ids_that_do_not_exist_are_named(tmp_path, capsys):
-    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU})
+    d = write_problems(tmp_path / "p", {"1_ReLU.py": RELU})
     rc = main(["baselines", "--source", "directory", "--path", str(d), "--device", "cpu", "--problem-id", "7",
                "--out", str(tmp_path / "x.json")])
     assert rc == 2 and "problem id(s) 7 not found" in capsys.readouterr().err
@@ -207,9 +160,9 @@ def test_script_help_and_unknown_key(capsys):
 # ---------------------------------------------------------------- end to end on the CPU (real workers)
 @pytest.mark.slow
 def test_script_measures_records_a_failure_and_the_cli_resumes(tmp_path):
-    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU, "2_Broken.py": BROKEN})
+    d = write_problems(tmp_path / "p", {"1_ReLU.py": RELU, "2_Broken.py": BROKEN_INPUTS_PROBLEM})
     out = tmp_path / "b" / "cpu.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = repo_env()
     proc = subprocess.run([sys.executable, str(SCRIPTS / "generate_baseline_time.py"), "level=1", "modes=eager",
                            "dataset_src=local", f"dataset_path={d}", "device=cpu", "timing_budget=0.1",
                            f"output_file={out}"], capture_output=True, text=True, env=env, timeout=600)
@@ -222,7 +175,7 @@ def test_script_measures_records_a_failure_and_the_cli_resumes(tmp_path):
     assert "inputs cannot be made" in data["failures"]["level1"]["2_Broken.py"]["eager"]
     assert data["environment"]["gpu_name"] == "cpu" and data["environment"]["timing_protocol"] == TIMING_PROTOCOL_VERSION
 
-    again = cli("baselines", "--source", "directory", "--path", str(d), "--device", "cpu", "--modes", "eager",
+    again = run_cli("baselines", "--source", "directory", "--path", str(d), "--device", "cpu", "--modes", "eager",
                 "--out", str(out), "--skip-failed", "--strict")
     assert again.returncode == 0, again.stderr
     assert "0 measured, 1 already there, 0 failed" in again.stdout
@@ -233,25 +186,20 @@ def test_script_measures_records_a_failure_and_the_cli_resumes(tmp_path):
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-def _env(gpu: str) -> dict:
-    return {"device": "cuda:0", "gpu_name": gpu, "driver": "580.65", "cuda": "13.0", "torch": "2.11.0+cu130",
-            "triton": "3.6.0", "timing_protocol": TIMING_PROTOCOL_VERSION}
-
-
 def _write_baseline(path: Path, gpu: str, problems, times: dict[int, float], mode_times: dict[int, float]) -> None:
     f = BaselineFile.open(path, gpu)
     for p in problems:
         for mode, table in (("eager", times), ("compile-default", mode_times)):
             e = BaselineEntry(mean=table[p.problem_id], median=table[p.problem_id], num_trials=50, hardware=gpu,
                               device="cuda:0")
-            e._environment = _env(gpu)
+            e._environment = gpu_environment(gpu)
             f.put(p, mode, e, precision="fp32")
 
 
 @pytest.fixture
 def scored_run(tmp_path):
     """A level-1 run measured on an H100 (candidate medians 0.5 ms), and baselines for H100 and H200."""
-    d = problem_dir(tmp_path / "problems", {"1_ReLU.py": RELU, "2_Tanh.py": TANH})
+    d = write_problems(tmp_path / "problems", {"1_ReLU.py": RELU, "2_Tanh.py": TANH})
     problems = load_directory(d)
     run = RunDirectory(tmp_path / "runs" / "r1", level=1)
     run.path.mkdir(parents=True)
@@ -260,7 +208,7 @@ def scored_run(tmp_path):
         run.save_result(KernelResult(
             level=1, problem_id=p.problem_id, problem_name=p.name, backend="cuda", compiled=True, correct=True,
             runtime=TimingStats(samples_ms=[0.5, 0.5, 0.5]), ref_runtime=TimingStats(samples_ms=[0.75] * 3),
-            environment=EnvironmentInfo.model_validate(_env(H100))))
+            environment=EnvironmentInfo.model_validate(gpu_environment(H100))))
     bdir = tmp_path / "baselines"
     _write_baseline(bdir / "H100.json", H100, problems, {1: 1.0, 2: 2.0}, {1: 0.5, 2: 0.25})
     _write_baseline(bdir / "H200.json", "NVIDIA H200", problems, {1: 0.8, 2: 1.6}, {1: 0.4, 2: 0.2})
@@ -270,8 +218,8 @@ def scored_run(tmp_path):
 def test_analyze_uses_the_baseline_of_the_gpu_named(scored_run):
     tmp, run_dir, bdir = scored_run
     out = tmp / "scores.json"
-    proc = cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
-               "--output", str(out))
+    proc = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
+               "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert f"baseline {bdir / 'H100.json'} (eager)" in proc.stdout
     level = json.loads(out.read_text())["levels"]["1"]
@@ -279,8 +227,8 @@ def test_analyze_uses_the_baseline_of_the_gpu_named(scored_run):
     assert level["geomean_speedup"] == pytest.approx(8 ** 0.5)
     assert level["fast_p"]["fast_1.5"] == 1.0 and level["fast_p"]["fast_2"] == 0.5  # 2.0x is not > 2
 
-    proc = cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
-               "--mode", "compile-default", "--output", str(out))
+    proc = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(bdir),
+               "--mode", "compile-default", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     level = json.loads(out.read_text())["levels"]["1"]
     assert level["geomean_speedup"] == pytest.approx((1.0 * 0.5) ** 0.5) and level["fast_p"]["fast_1"] == 0.0
@@ -292,8 +240,8 @@ def test_analyze_reports_problems_whose_baseline_drifted_from_the_in_session_ref
     problems = load_directory(tmp / "problems")
     _write_baseline(tmp / "mine" / "H100.json", H100, problems, {1: 0.78, 2: 2.0}, {1: 0.5, 2: 0.25})
     out = tmp / "drift.json"
-    proc = cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
-               "--output", str(out))
+    proc = run_cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
+               "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "On 1 problem(s) the baseline and the reference timed beside the candidates differ by more than 10%" \
         in proc.stdout
@@ -303,25 +251,25 @@ def test_analyze_reports_problems_whose_baseline_drifted_from_the_in_session_ref
     drift = json.loads(out.read_text())["baseline_drift"]
     assert [(d["problem_id"], d["baseline_ms"], d["in_session_ms"]) for d in drift] == [(2, 2.0, 0.75)]
 
-    proc = cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
-               "--mode", "compile-default", "--output", str(out))
+    proc = run_cli("analyze", "--run-dir", str(run_dir), "--baseline", str(tmp / "mine" / "H100.json"),
+               "--mode", "compile-default", "--json", str(out))
     assert proc.returncode == 0 and "differ by more than" not in proc.stdout
     assert json.loads(out.read_text())["baseline_drift"] == []
 
 
 def test_analyze_refuses_another_gpus_baseline_unless_forced(scored_run):
     tmp, run_dir, bdir = scored_run
-    proc = cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir))
+    proc = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         f"error: results were measured on H100 but the baseline {bdir / 'H200.json'} is for H200; "
         "use the baseline for H100 or pass --force to compare anyway")
-    forced = cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir), "--force",
-                 "--output", str(tmp / "forced.json"))
+    forced = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "H200", "--baselines-dir", str(bdir), "--force",
+                 "--json", str(tmp / "forced.json"))
     assert forced.returncode == 0, forced.stderr
     assert json.loads((tmp / "forced.json").read_text())["levels"]["1"]["geomean_speedup"] == pytest.approx(
         (1.6 * 3.2) ** 0.5)
-    missing = cli("analyze", "--run-dir", str(run_dir), "--gpu", "B200", "--baselines-dir", str(bdir))
+    missing = run_cli("analyze", "--run-dir", str(run_dir), "--gpu", "B200", "--baselines-dir", str(bdir))
     assert missing.returncode == 2 and f"baseline file {bdir / 'B200.json'} does not exist" in missing.stderr
     assert load_baseline(bdir / "H200.json").gpu_name == "NVIDIA H200"
 
@@ -329,12 +277,12 @@ def test_analyze_refuses_another_gpus_baseline_unless_forced(scored_run):
 # ---------------------------------------------------------------- bench_baselines.py, smoke test on the CPU
 @pytest.mark.slow
 def test_bench_script_runs_end_to_end_on_the_cpu(tmp_path):
-    d = problem_dir(tmp_path / "p", {"1_ReLU.py": RELU})
+    d = write_problems(tmp_path / "p", {"1_ReLU.py": RELU})
     out, report = tmp_path / "cpu.json", tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = repo_env()
     proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_baselines.py"), "--source", "directory", "--path",
                            str(d), "--device", "cpu", "--modes", "eager", "--timing-budget", "0.05", "--out", str(out),
-                           "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600)
+                           "--json", str(report)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
     s = data["summary"]

@@ -6,12 +6,12 @@ All marked ``gpu``: CI (no GPU) skips them; run them on a GPU machine with ``pyt
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import repo_env, run_cli
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import (
@@ -121,16 +121,8 @@ def test_a_worker_importing_the_compiler_ahead_creates_no_cuda_context_until_tol
     assert free_started - free_init > 100 * mib, (free_started - free_init) / mib  # a context is visible this way
 
 
-def _env() -> dict[str, str]:
-    """This repository first on the path, and whatever the path already held (the GPU machine's
-    carried wheels) after it."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-
-
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = _env()
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_kernelbench_baselines_writes_the_gpus_file_and_refuses_a_wrong_name(tmp_path):
@@ -158,10 +150,10 @@ def test_kernelbench_baselines_writes_the_gpus_file_and_refuses_a_wrong_name(tmp
 
 def test_bench_script_reports_time_agreement_and_speed_of_light(tmp_path):
     out, report = tmp_path / "gpu.json", tmp_path / "bench.json"
-    env = _env()
+    env = repo_env()
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_baselines.py"), "--levels", "1",
                            "--problem-id", "8,10", "--modes", "eager", "--timing-budget", "0.2", "--out", str(out),
-                           "--json-out", str(report)], capture_output=True, text=True, env=env, timeout=600,
+                           "--json", str(report)], capture_output=True, text=True, env=env, timeout=600,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())

@@ -8,10 +8,10 @@ slow test runs the real ``measure_problem`` on the CPU.
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Sequence
 
 import pytest
+from kbtesting import BROKEN_INPUTS_PROBLEM, load_problems_from, problem_source
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import (
@@ -25,7 +25,6 @@ from kernelbench.baselines import (
     measure_problem,
 )
 from kernelbench.errors import BaselineError
-from kernelbench.problems import load_directory
 from kernelbench.problems.model import Problem, ProblemSet
 
 ENV = {"device": "cuda:0", "gpu_name": "NVIDIA H100 80GB HBM3", "driver": "580.65", "cuda": "13.0",
@@ -205,66 +204,13 @@ def test_settings_validate_their_numbers():
 
 
 # ---------------------------------------------------------------- the real measurement, on the CPU
-RELU = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(64, 32)]
-
-def get_init_inputs():
-    return []
-"""
-
-BROKEN = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x
-
-def get_inputs():
-    raise ValueError("inputs cannot be made")
-
-def get_init_inputs():
-    return []
-"""
-
-NEEDS_PACKAGE = """
-import torch
-import torch.nn as nn
-import kb_package_that_is_not_installed
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x
-
-def get_inputs():
-    return [torch.ones(2)]
-
-def get_init_inputs():
-    return []
-"""
-
-
-def problem_dir(root, files: dict[str, str]):
-    (root / "level1").mkdir(parents=True)
-    for name, code in files.items():
-        (root / "level1" / name).write_text(textwrap.dedent(code))
-    return load_directory(root)
+RELU = problem_source(shape="64, 32")
+NEEDS_PACKAGE = problem_source(imports="import kb_package_that_is_not_installed\n")
 
 
 @pytest.mark.slow
 def test_measure_problem_times_the_reference_for_real_and_reports_a_broken_one(tmp_path):
-    problems = problem_dir(tmp_path, {"1_ReLU.py": RELU, "2_Broken.py": BROKEN})
+    problems = load_problems_from(tmp_path, {"1_ReLU.py": RELU, "2_Broken.py": BROKEN_INPUTS_PROBLEM})
     settings = baseline_settings(timing_budget_s=0.1, min_trials=5, device="cpu")
     entries = measure_problem(problems.get(1, 1), ["eager"], settings)
     e = entries["eager"]
@@ -282,7 +228,7 @@ def test_measure_problem_times_the_reference_for_real_and_reports_a_broken_one(t
 @pytest.mark.slow
 def test_the_local_measurer_keeps_the_asked_number_of_workers_started_ahead(tmp_path):
     # Starting a worker takes longer than an eager measurement; the ones kept waiting are the speed-up.
-    problems = problem_dir(tmp_path, {"1_ReLU.py": RELU})
+    problems = load_problems_from(tmp_path, {"1_ReLU.py": RELU})
     settings = baseline_settings(timing_budget_s=0.05, min_trials=3, device="cpu")
     with LocalMeasurer("cpu", spares=3) as measure:
         entries = measure(problems.get(1, 1), ["eager"], settings)
@@ -296,7 +242,7 @@ def test_the_local_measurer_keeps_the_asked_number_of_workers_started_ahead(tmp_
 
 @pytest.mark.slow
 def test_workers_for_compile_modes_import_the_compiler_while_they_wait(tmp_path):
-    problems = problem_dir(tmp_path, {"1_ReLU.py": RELU})
+    problems = load_problems_from(tmp_path, {"1_ReLU.py": RELU})
     settings = baseline_settings(timing_budget_s=0.05, min_trials=3, device="cpu")
     for preload, expected in ((True, ["torch._dynamo", "torch._inductor.compile_fx"]), (False, [])):
         with LocalMeasurer("cpu", spares=1, preload_compiler=preload) as measure:
@@ -315,7 +261,7 @@ def test_a_negative_number_of_workers_started_ahead_is_refused():
 
 
 def test_a_problem_needing_a_missing_package_fails_without_starting_a_worker(tmp_path):
-    problems = problem_dir(tmp_path, {"3_Needs.py": NEEDS_PACKAGE})
+    problems = load_problems_from(tmp_path, {"3_Needs.py": NEEDS_PACKAGE})
     p = problems.get(1, 3)
     assert p.requirements == ("kb_package_that_is_not_installed",)
     with pytest.raises(BaselineMeasureError, match="needs kb_package_that_is_not_installed, which is not installed"):

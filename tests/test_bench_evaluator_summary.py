@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
-from pathlib import Path
+
+from kbtesting import REPO, load_script, problem_source, write_problems
 
 from kernelbench.results import KernelResult, TimingStats
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bench_evaluator", REPO / "scripts" / "bench_evaluator.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
-
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(16, 16)]
-
-def get_init_inputs():
-    return []
-'''
+bench = load_script("bench_evaluator")
 
 
 def _row(level: int, pid: int, shift: float, noise: float, host_share: float | None = None) -> dict:
@@ -59,8 +41,7 @@ def test_identity_summary_counts():
 
 
 def test_the_script_runs_on_the_cpu_and_prints_the_summary(tmp_path):
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_Relu.py").write_text(PROBLEM)
+    write_problems(tmp_path, {"1_Relu.py": problem_source(shape="16, 16")})
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_evaluator.py"), "--source", "directory",
                           "--path", str(tmp_path), "--levels", "1", "--correctness-trials", "1",
                           "--out", str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300)

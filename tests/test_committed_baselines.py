@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import pytest
+from kbtesting import gpu_environment, problem_source
 
 from kernelbench import TIMING_PROTOCOL_VERSION
 from kernelbench.baselines import (
@@ -37,10 +38,7 @@ from kernelbench.problems.identity import (
     KERNELBENCH,
     KERNELBENCH_REVISION,
     MANIFEST_ENV,
-    ProblemSetIdentity,
     official_manifest,
-    ref_of,
-    write_manifest,
 )
 from kernelbench.problems.sources import load_builtin
 from kernelbench.results import EnvironmentInfo, KernelResult, TimingStats
@@ -162,31 +160,6 @@ H100 = "NVIDIA H100 80GB HBM3"
 OFFICIAL_NAMES = ("19_ReLU", "21_Sigmoid", "22_Tanh")
 CANDIDATE_MS = 0.05
 
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return {expr}
-
-
-def get_inputs():
-    return [torch.rand(8, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-def _env(gpu: str) -> dict:
-    return {"device": "cuda:0", "gpu_name": gpu, "driver": "580.159.04", "cuda": "13.0",
-            "torch": "2.11.0+cu130", "triton": "3.6.0", "timing_protocol": TIMING_PROTOCOL_VERSION}
-
 
 def _official_run(root: Path, folder: Path, names: tuple[str, ...]) -> Path:
     """A level-1 run on the official problems in ``folder``: results on disk for ``names``, timed on an H100."""
@@ -198,7 +171,7 @@ def _official_run(root: Path, folder: Path, names: tuple[str, ...]) -> Path:
             level=1, problem_id=int(name.split("_", 1)[0]), problem_name=name, backend="cuda", compiled=True,
             correct=True, runtime=TimingStats(samples_ms=[CANDIDATE_MS] * 3),
             ref_runtime=TimingStats(samples_ms=[CANDIDATE_MS * 2] * 3),
-            environment=EnvironmentInfo.model_validate(_env(H100))))
+            environment=EnvironmentInfo.model_validate(gpu_environment(H100, driver="580.159.04"))))
     return run.path
 
 
@@ -211,13 +184,13 @@ def _geomean(baseline, names: tuple[str, ...]) -> float:
 
 def _analyze(capsys, run_dir: Path, baselines_dir: Path, out: Path) -> tuple[str, dict]:
     rc = main(["analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(baselines_dir),
-               "--output", str(out)])
+               "--json", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     return captured.out, json.loads(out.read_text())
 
 
-def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_builtin_one(tmp_path, monkeypatch,
+def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_builtin_one(tmp_path, pin_official,
                                                                                         capsys):
     """Runs in CI: three small problems carry official names, pinned as the official set by a stand-in
     manifest; the baselines folder holds the committed official times for those names (recorded against
@@ -225,11 +198,8 @@ def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_bu
     folder = tmp_path / "KernelBench"
     (folder / "level1").mkdir(parents=True)
     for name, expr in zip(OFFICIAL_NAMES, ("torch.relu(x)", "torch.sigmoid(x)", "torch.tanh(x)")):
-        (folder / "level1" / f"{name}.py").write_text(PROBLEM.format(expr=expr))
-    stand_in = ProblemSetIdentity(KERNELBENCH, KERNELBENCH_REVISION,
-                                  {ref_of(p): p.hash for p in load_directory(folder)})
-    write_manifest(stand_in, tmp_path / "manifest.json")
-    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+        (folder / "level1" / f"{name}.py").write_text(problem_source(expr))
+    pin_official(folder, KERNELBENCH_REVISION)  # a stand-in for the official set, at its pinned revision
 
     committed = load_baseline(OFFICIAL_DIR / "H100.json")
     problems = load_directory(folder)
@@ -237,7 +207,7 @@ def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_bu
     official = BaselineFile.open(bdir / "kernelbench" / "H100.json", H100)
     for p in problems:
         entry = BaselineEntry.model_validate(committed.levels[1][p.filename].model_dump())
-        entry._environment = _env(H100)
+        entry._environment = gpu_environment(H100, driver="580.159.04")
         official.put(p, EAGER, entry, precision="fp32")
     (bdir / "H100.json").write_text((BUILTIN_DIR / "H100.json").read_text())  # the built-in one, beside it
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kbtesting import MATMUL_SCRATCH_DECOY
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
 from kernelbench.evaluation.provenance import (
@@ -23,25 +24,7 @@ from kernelbench.solutions import get_solution
 RELU = get_solution(1, 8, "triton").source
 DECOY = RELU.replace("        return out\n", "        return getattr(torch, 'relu')(x)\n")
 # The issue's case on a matmul: a legal launch on a scratch buffer, the product from PyTorch.
-MATMUL_DECOY = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scratch_kernel(ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
-
-
-class ModelNew(nn.Module):
-    def forward(self, A, B):
-        scratch = torch.empty(1024, device=A.device)
-        scratch_kernel[(1,)](scratch, 1024, BLOCK=1024)
-        return getattr(torch, "mat" + "mul")(A, B)
-'''
+MATMUL_DECOY = MATMUL_SCRATCH_DECOY
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def test_eval_reduced_size_marks_the_verdict_and_refuses_undeclared(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "8",
                            "--backend", "triton", "--kernel", kernel, "--reduced-size", "--correctness-trials", "2",
-                           "--output", str(out)], capture_output=True, text=True, env=env, timeout=300)
+                           "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("CORRECT (reduced size)")
     assert "REDUCED (batch_size=64, dim=1024)" in proc.stdout
@@ -202,7 +202,7 @@ def test_the_extras_blocker_reaches_the_worker_processes(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "9",
                            "--backend", "torch", "--kernel", str(gelu), "--reduced-size", "--correctness-trials", "1",
-                           "--output", str(out)], capture_output=True, text=True, env=env, timeout=300)
+                           "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     r = KernelResult.from_json(out.read_text())
     assert not r.correct and r.error is not None and r.error.stage.value == "load"

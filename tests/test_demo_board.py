@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from kbtesting import load_script
 
 from kernelbench.problems import load_builtin
 from kernelbench.problems.identity import BUILTIN
@@ -70,14 +71,7 @@ MEASUREMENT = ROOT / "docs" / "measurements" / "eval_solutions_H100_kb-timing-3.
 
 
 def _script():
-    import importlib.util
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("solutions_bundle", ROOT / "scripts" / "solutions_bundle.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("solutions_bundle")
 
 
 def test_the_committed_demo_bundles_are_the_recorded_gpu_run(tmp_path, monkeypatch):

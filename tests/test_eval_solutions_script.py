@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import load_script
 
 from kernelbench.evaluation.guards.runtime import LaunchReport, launch_findings, output_provenance_findings
 from kernelbench.evaluation.protocol import LaunchesReply
@@ -48,12 +49,7 @@ def _result_with(report: LaunchReport) -> KernelResult:
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import eval_solutions
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return eval_solutions
+    return load_script("eval_solutions")
 
 
 def test_own_share_comes_from_the_evaluators_launch_report():

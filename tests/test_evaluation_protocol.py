@@ -120,21 +120,6 @@ def test_an_error_reply_answers_any_command():
 
 
 # ------------------------------------------------------------------ real processes
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(8, 8)]
-
-def get_init_inputs():
-    return []
-'''
-
 #: A candidate that writes a reply of its own onto the worker's channel (its fd is on the command line),
 #: well framed but without two of an ExportReply's keys, before the worker answers the correctness run.
 FORGER = '''
@@ -174,16 +159,12 @@ def test_a_worker_answers_a_malformed_command_with_a_protocol_error_and_goes_on(
         w.kill()
 
 
-def test_a_candidate_forging_a_malformed_reply_is_killed_and_fails_as_a_crash(tmp_path):
+def test_a_candidate_forging_a_malformed_reply_is_killed_and_fails_as_a_crash(relu_problem):
     from kernelbench.evaluation import EvalJob, EvalSettings, evaluate
-    from kernelbench.problems import load_directory
     from kernelbench.results import Stage
 
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_Relu.py").write_text(PROBLEM)
-    problem = load_directory(tmp_path).get(1, 1)
     settings = EvalSettings(backend="torch", device="cpu", static_guard=False, correctness_trials=1)
-    result = evaluate(EvalJob(problem, FORGER, settings))
+    result = evaluate(EvalJob(relu_problem, FORGER, settings))
     assert not result.correct and result.error is not None
     assert (result.error.stage, result.error.type) == (Stage.CRASH, "WorkerDied")
     assert "malformed message: ExportReply message: missing key(s) 'inputs', 'threads_started'" in result.error.message

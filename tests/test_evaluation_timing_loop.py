@@ -8,9 +8,8 @@ runs the same loop with one side.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from kbtesting import one_problem, problem_source
 
 from kernelbench.evaluation import EvalJob, EvalSettings, protocol
 from kernelbench.evaluation.channel import Channel
@@ -19,23 +18,8 @@ from kernelbench.evaluation.parent.session import DeviceSession
 from kernelbench.evaluation.parent.verdict import Verdict
 from kernelbench.evaluation.seeds import derive_seed
 from kernelbench.evaluation.timing import BLOCK_MAX_CALLS, BLOCK_MIN_CALLS, block_order
-from kernelbench.problems import load_directory
 from kernelbench.results import Stage
 
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(16, 16)]
-
-def get_init_inputs():
-    return []
-'''
 HEAD = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
 HONEST = HEAD + "    def forward(self, x):\n        return x.clamp_min(0)\n"
 #: Right in the correctness trials (one forward each), wrong from the tenth call on: only timing sees it.
@@ -52,10 +36,7 @@ CUSHION_US = 37
 
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
-    root: Path = tmp_path_factory.mktemp("problems")
-    (root / "level1").mkdir()
-    (root / "level1" / "1_Relu.py").write_text(PROBLEM)
-    return load_directory(root).get(1, 1)
+    return one_problem(tmp_path_factory.mktemp("problems"), problem_source(shape="16, 16"))
 
 
 @pytest.fixture

@@ -15,37 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import CANDIDATE_HEAD, SCALED_RELU_PROBLEM, scaled_relu_candidate
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate, evaluate_batch
 from kernelbench.problems import load_directory
 from kernelbench.results import KernelResult, Stage
 
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    """Scaled ReLU with a learned scale."""
-    def __init__(self, n):
-        super().__init__()
-        self.scale = nn.Parameter(torch.randn(n))
-    def forward(self, x):
-        return torch.relu(x) * self.scale
-
-N = 64
-def get_inputs():
-    return [torch.randn(32, N)]
-
-def get_init_inputs():
-    return [N]
-'''
-
-HEAD = "import torch\nimport torch.nn as nn\n"
-INIT = "    def __init__(self, n):\n        super().__init__()\n        self.scale = nn.Parameter(torch.randn(n))\n"
-
-
-def cand(forward_body: str, prefix: str = "", init: str = INIT) -> str:
-    return HEAD + prefix + "class ModelNew(nn.Module):\n" + init + "    def forward(self, x):\n" + forward_body
+PROBLEM = SCALED_RELU_PROBLEM
+HEAD = CANDIDATE_HEAD
+cand = scaled_relu_candidate
 
 
 HONEST = cand("        return x.clamp_min(0) * self.scale\n")

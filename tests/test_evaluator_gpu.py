@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
 from kernelbench.problems import load_builtin
+from kernelbench.problems.contract import identity_candidate
 from kernelbench.results import Stage
 from tests.gpu_smoke_candidates import (
     CUDA_COMPILE_ERROR,
@@ -26,10 +25,6 @@ def relu():
     return load_builtin([1]).get(1, 8)
 
 
-def identity(code: str) -> str:
-    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", code, count=1)
-
-
 def test_gpu_batch_survives_failures_and_keeps_every_result(relu):
     fast = EvalSettings(backend="cuda", timing_budget_s=0.5, stage_timeout_s=20.0)
     jobs = [
@@ -39,7 +34,7 @@ def test_gpu_batch_survives_failures_and_keeps_every_result(relu):
         EvalJob(relu, CUDA_COMPILE_ERROR, fast, 3),
         EvalJob(relu, TRITON_RELU, fast.with_(backend="triton"), 4),
         EvalJob(relu, TORCH_OOM, fast.with_(backend="torch"), 5),
-        EvalJob(relu, identity(relu.code), fast.with_(backend="torch"), 6),
+        EvalJob(relu, identity_candidate(relu.code), fast.with_(backend="torch"), 6),
     ]
     seen = []
     results = evaluate_batch(jobs, on_result=lambda i, r: seen.append(i), progress=False)
@@ -164,12 +159,12 @@ def test_launch_cushion_keeps_host_latency_out_of_the_timed_region(monkeypatch):
     problem = Problem(level=1, problem_id=900, name="900_Late_host", code=LATE_HOST_PROBLEM, source="test",
                       requirements=extra_requirements(LATE_HOST_PROBLEM))
     settings = EvalSettings(backend="torch", timing_budget_s=0.3, correctness_trials=1)
-    job = EvalJob(problem, identity(LATE_HOST_PROBLEM), settings, 0)
+    job = EvalJob(problem, identity_candidate(LATE_HOST_PROBLEM), settings, 0)
     cushioned, = evaluate_batch([job], devices=["cuda:0"], progress=False)
     monkeypatch.setenv("KB_LAUNCH_CUSHION_US", "0")  # the settings' default follows it from now on
     bare_settings = EvalSettings(backend="torch", timing_budget_s=0.3, correctness_trials=1)
     assert bare_settings.launch_cushion_us == 0
-    bare, = evaluate_batch([EvalJob(problem, identity(LATE_HOST_PROBLEM), bare_settings, 0)], devices=["cuda:0"],
+    bare, = evaluate_batch([EvalJob(problem, identity_candidate(LATE_HOST_PROBLEM), bare_settings, 0)], devices=["cuda:0"],
                            progress=False)
     for r in (cushioned, bare):
         assert r.correct and r.runtime is not None and r.ref_runtime is not None, r.error

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import pytest
+from kbtesting import files_containing
 from llm_server import KERNELS, LLMServer, Reply, fenced, make_problem_dir, problem_id_in
 
 from kernelbench.runs import RunDirectory
@@ -33,10 +33,6 @@ def leak_check(code: str) -> str:
     return check + code
 
 
-def files_containing(root: Path, needle: str) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_text(encoding="utf-8", errors="replace")]
-
-
 @pytest.mark.slow
 def test_run_end_to_end_then_resume(tmp_path, monkeypatch, capsys):
     from kernelbench.cli.main import main
@@ -56,10 +52,12 @@ def test_run_end_to_end_then_resume(tmp_path, monkeypatch, capsys):
             "problems", "--backend", "triton", "--run-name", "e2e", "--correctness-trials", "2",
             "--price-in", "1", "--price-out", "2"]
     with LLMServer(responder=first_round) as server:
-        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:]])
+        rc = main([*argv[:3], "--api-base", server.base_url, *argv[3:], "--json", str(tmp_path / "scores.json")])
         out = capsys.readouterr().out
         assert rc == 0
         assert {r.headers["authorization"] for r in server.chat_requests()} == {f"Bearer {DOTENV_KEY}"}
+    scores = json.loads((tmp_path / "scores.json").read_text())  # the analysis step's --json
+    assert scores["level"] == 1 and scores["run_dir"].endswith("e2e")
 
     run = tmp_path / "runs" / "e2e"
     rd = RunDirectory(run)

@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import pytest
+from kbtesting import files_containing
 from llm_server import (
     KERNELS,
     TRITON_SCALE,
@@ -59,10 +59,6 @@ def client_for(srv: LLMServer, **overrides) -> LLMClient:
     cfg = dict(model=MODEL, api_base=srv.base_url, backoff_base_s=0.01, max_retries=2)
     cfg.update(overrides)
     return LLMClient(GenerationConfig(**cfg), api_key=KEY)
-
-
-def files_containing(root: Path, needle: str) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_text(encoding="utf-8", errors="replace")]
 
 
 def test_every_artefact_is_written(server, problems, tmp_path):

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kbtesting import problem_source, write_problems
 
 from kernelbench.evaluation import EvalJob, EvalSettings
 from kernelbench.evaluation.parent import DeviceSession, run_job
@@ -23,22 +24,7 @@ from kernelbench.problems import load_directory
 from kernelbench.results import KernelResult, Stage, StageError, infrastructure_failures
 from kernelbench.runs import RunDirectory
 
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(16, 16)]
-
-def get_init_inputs():
-    return []
-'''
+PROBLEM = problem_source(shape="16, 16")
 
 HONEST = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
           "    def forward(self, x):\n        return x.clamp_min(0)\n")
@@ -50,11 +36,7 @@ SETTINGS = EvalSettings(backend="torch", device="cpu", stage_timeout_s=200.0, st
 
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("problems")
-    (root / "level1").mkdir()
-    (root / "level1" / "1_Relu.py").write_text(PROBLEM)
-    (root / "level1" / "2_Relu_again.py").write_text(PROBLEM)
-    return root
+    return write_problems(tmp_path_factory.mktemp("problems"), {"1_Relu.py": PROBLEM, "2_Relu_again.py": PROBLEM})
 
 
 def test_a_lost_worker_pool_is_an_infrastructure_failure_not_a_crash(problems):

@@ -16,18 +16,14 @@ needs KernelBench's repository and is not part of the suite.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from kernelbench.problems import load_directory
-from kernelbench.problems.identity import MANIFEST_ENV, ProblemSetIdentity, identify, write_manifest
+from kbtesting import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -142,23 +138,13 @@ def kernelbench_script_figures(run: KernelBenchRun) -> dict:
     return {"n": n, "n_correct": len(speedups), "fast_p": fast, "geomean": geo}
 
 
-def load_script(name: str):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture
-def checkout(tmp_path, monkeypatch):
+def checkout(tmp_path, monkeypatch, pin_official):
     """A KernelBench checkout in the working directory, its problems pinned as the official set."""
     cwd = tmp_path / "KernelBench-repo"
     cwd.mkdir()
     run = write_kernelbench_run(cwd)
-    pinned = ProblemSetIdentity("kernelbench", "compat-rev", identify(load_directory(cwd / "KernelBench")).hashes)
-    write_manifest(pinned, tmp_path / "manifest.json")
-    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+    pin_official(cwd / "KernelBench", "compat-rev")
     monkeypatch.chdir(cwd)
     return cwd, run
 

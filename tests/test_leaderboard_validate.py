@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.leaderboard import factory as F
+from kbtesting import run_cli
 
 from leaderboard.schema import MAX_KERNEL_BYTES
 from leaderboard.validate import md_escape, validate_file, validate_files
@@ -188,8 +189,7 @@ def test_static_guard_findings_are_reported(tmp_path, problems):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "leaderboard", *args],
-                          capture_output=True, text=True, cwd=cwd or REPO, timeout=120)
+    return run_cli("leaderboard", *args, cwd=cwd or REPO, timeout=120)
 
 
 def test_cli_validate_exit_codes_and_reports(tmp_path):
@@ -199,7 +199,7 @@ def test_cli_validate_exit_codes_and_reports(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "pass" in ok.stdout
     js, md = tmp_path / "r.json", tmp_path / "r.md"
-    fail = _cli("validate", str(good), str(bad), "--report-json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
+    fail = _cli("validate", str(good), str(bad), "--json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
     assert fail.returncode == 1
     assert "level_1_problem_1_sample_0 line 1: error: not valid Python" in fail.stdout
     assert json.loads(js.read_text())["passed"] is False
@@ -249,7 +249,7 @@ def test_text_that_is_not_valid_unicode_is_a_validation_error_not_a_traceback(tm
     path = tmp_path / "lone.json"
     path.write_text(json.dumps(good), encoding="ascii")  # ensure_ascii: the surrogate travels as \\udXXX
     js, md = tmp_path / "r.json", tmp_path / "r.md"
-    proc = _cli("validate", str(path), "--no-guard", "--report-json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
+    proc = _cli("validate", str(path), "--no-guard", "--json", str(js), "--report-md", str(md), *PROBLEMS_ARGS)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "UnicodeEncodeError" not in proc.stderr
     report = json.loads(js.read_text(encoding="utf-8"))

@@ -9,10 +9,10 @@ import importlib.util
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from kbtesting import candidate_of, problem_source
 
 from kernelbench.hardware import MODAL_GPUS
 from kernelbench.runners.modal_runner import ModalRunner, function_name
@@ -177,23 +177,9 @@ def test_modal_run_help_lists_the_entry_points_options(entry):
     assert "_" not in " ".join(re.findall(r"--[\w-]+", proc.stdout))  # kebab-case options only
 
 
-RELU = textwrap.dedent('''
-    import torch
-    import torch.nn as nn
-
-    class Model(nn.Module):
-        def forward(self, x):
-            return torch.relu(x)
-
-    def get_inputs():
-        return [torch.randn(32, 16)]
-
-    def get_init_inputs():
-        return []
-''')
 CANDIDATES = {
-    "correct": RELU.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
-    "wrong": RELU.replace("class Model(", "class ModelNew(").replace("torch.relu(x)", "x.abs()").split("def get_inputs")[0],
+    "correct": candidate_of(problem_source()),
+    "wrong": candidate_of(problem_source()).replace("torch.relu(x)", "x.abs()"),
     "broken": "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n",
 }
 
@@ -201,15 +187,11 @@ CANDIDATES = {
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_EVALUATOR, reason="kernelbench.evaluation.parent (the evaluator) is not written yet")
 @pytest.mark.parametrize("kind", ["wrong"])
-def test_gpu_function_body_gives_the_local_runners_verdict(app_module, tmp_path, kind):
+def test_gpu_function_body_gives_the_local_runners_verdict(app_module, relu_problem, kind):
     from kernelbench.evaluation.settings import EvalJob, EvalSettings
-    from kernelbench.problems import load_directory
     from kernelbench.runners import get_runner
 
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_ReLU.py").write_text(RELU)
-    problem = load_directory(tmp_path).get(1, 1)
-    job = EvalJob(problem=problem, candidate_source=CANDIDATES[kind],
+    job = EvalJob(problem=relu_problem, candidate_source=CANDIDATES[kind],
                   settings=EvalSettings(backend="torch", correctness_trials=2, measure_timing=False))
 
     (local,) = get_runner("local").run([job], progress=False)

@@ -18,10 +18,10 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from kbtesting import ModalFunctionStandIn, problem_source, write_problems
 
 pytest.importorskip("transformers")
 modal = pytest.importorskip("modal")
@@ -52,19 +52,7 @@ from kernelbench.runners.modal_runner import REMOTE_ERROR_TYPE, ModalRunner  # n
 from kernelbench.runners.wire import job_to_wire, result_from_wire  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-RELU = '''
-import torch
-
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(8, 8)]
-
-def get_init_inputs():
-    return []
-'''
+RELU = problem_source()
 NEEDS_MISSING_PACKAGE = "import not_a_real_package_kb\n" + RELU
 SETTINGS = EvalSettings(backend="torch", correctness_trials=1, measure_timing=False, device="cpu")
 
@@ -84,13 +72,9 @@ def hub_cache(tmp_path_factory, model_files) -> Path:
 
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory):
-    root = tmp_path_factory.mktemp("problems")
-    (root / "level1").mkdir()
-    (root / "level1" / "1_ReLU.py").write_text(textwrap.dedent(RELU))
-    (root / "level1" / "2_NeedsMissing.py").write_text(NEEDS_MISSING_PACKAGE)
-    (root / "level4").mkdir()
-    (root / "level4" / "1_tiny-gpt2_bs2_seq16.py").write_text(HUB_PROBLEM)
-    return load_directory(root)
+    root = write_problems(tmp_path_factory.mktemp("problems"),
+                          {"1_ReLU.py": RELU, "2_NeedsMissing.py": NEEDS_MISSING_PACKAGE})
+    return load_directory(write_problems(root, {"1_tiny-gpt2_bs2_seq16.py": HUB_PROBLEM}, level=4))
 
 
 @pytest.fixture
@@ -99,28 +83,6 @@ def offline_cache(monkeypatch, hub_cache):
     monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return hub_cache
-
-
-class MapStandIn:
-    """``Function.map`` / ``Function.remote`` in this process, around a function body (``.local``)."""
-
-    def __init__(self, body: Callable[[dict], dict]):
-        self.body = body
-        self.calls: list[dict] = []
-
-    def map(self, inputs: Iterable[dict], order_outputs: bool = True, return_exceptions: bool = False) -> Iterator:
-        for payload in inputs:
-            self.calls.append(payload)
-            try:
-                yield self.body(payload)
-            except Exception as e:
-                if not return_exceptions:
-                    raise
-                yield e
-
-    def remote(self, payload: dict) -> dict:
-        self.calls.append(payload)
-        return self.body(payload)
 
 
 def job(problem, source: str) -> EvalJob:
@@ -374,8 +336,8 @@ def test_level4_kernels_run_through_the_fetch_and_the_hub_function_and_the_rest_
     jobs = [job(problems.get(1, 1), identity_candidate(RELU)),
             job(hub_problem, identity_candidate(HUB_PROBLEM)),
             job(problems.get(1, 2), identity_candidate(RELU))]
-    plain, hub, fetch = (MapStandIn(app_module.evaluate_h100.local), MapStandIn(app_module.evaluate_hub_h100.local),
-                         MapStandIn(app_module.fetch_hub_models.local))
+    plain, hub, fetch = (ModalFunctionStandIn(app_module.evaluate_h100.local), ModalFunctionStandIn(app_module.evaluate_hub_h100.local),
+                         ModalFunctionStandIn(app_module.fetch_hub_models.local))
     runner = ModalRunner(gpu="H100", function=plain, hub_function=hub, fetch_function=fetch)
     results = runner.run(jobs, progress=False)
     assert [r.key for r in results] == [j.key for j in jobs]
@@ -431,9 +393,9 @@ def test_a_model_the_fetch_could_not_get_gives_that_kernel_an_infrastructure_res
     empty = tmp_path / "empty-cache"
     monkeypatch.setenv("HF_HUB_CACHE", str(empty))
     closed = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused at once
-    fetch = MapStandIn(lambda p: fetch_hub_payload(p, cache_dir=empty, endpoint=closed))
-    plain = MapStandIn(lambda p: job_to_wire_result(p))
-    hub = MapStandIn(lambda p: pytest.fail("nothing may be sent to the hub function"))
+    fetch = ModalFunctionStandIn(lambda p: fetch_hub_payload(p, cache_dir=empty, endpoint=closed))
+    plain = ModalFunctionStandIn(lambda p: job_to_wire_result(p))
+    hub = ModalFunctionStandIn(lambda p: pytest.fail("nothing may be sent to the hub function"))
     runner = ModalRunner(gpu="H100", function=plain, hub_function=hub, fetch_function=fetch)
     results = runner.run([job(problems.get(4, 1), identity_candidate(HUB_PROBLEM)),
                           job(problems.get(1, 1), identity_candidate(RELU))], progress=False)
@@ -520,15 +482,15 @@ def test_modal_check_hub_job_goes_through_the_fetch_and_reports_item_by_item(pro
     tiny_code = real.problem.code.replace(f'"{CHECK_HUB_MODEL}"', f'"{MODEL_ID}"')
     tiny = dataclasses.replace(real, problem=dataclasses.replace(real.problem, code=tiny_code),
                                candidate_source=identity_candidate(tiny_code))
-    hub, fetch = MapStandIn(app_module.evaluate_hub_h100.local), MapStandIn(app_module.fetch_hub_models.local)
-    (result,) = ModalRunner(gpu="L40S", function=MapStandIn(job_to_wire_result), hub_function=hub,
+    hub, fetch = ModalFunctionStandIn(app_module.evaluate_hub_h100.local), ModalFunctionStandIn(app_module.fetch_hub_models.local)
+    (result,) = ModalRunner(gpu="L40S", function=ModalFunctionStandIn(job_to_wire_result), hub_function=hub,
                             fetch_function=fetch).run([tiny], progress=False)
     items = check_hub_report(result)
     assert all(i.ok for i in items), check_text(items)
     assert [c["models"] for c in fetch.calls] == [[MODEL_ID]] and len(hub.calls) == 1
 
-    failed = ModalRunner(gpu="L40S", function=MapStandIn(job_to_wire_result), hub_function=hub,
-                         fetch_function=MapStandIn(lambda p: {"wire_version": p["wire_version"], "models": [
+    failed = ModalRunner(gpu="L40S", function=ModalFunctionStandIn(job_to_wire_result), hub_function=hub,
+                         fetch_function=ModalFunctionStandIn(lambda p: {"wire_version": p["wire_version"], "models": [
                              {"model_id": MODEL_ID, "error": "HTTPError: 401 gated"}]})).run([tiny], progress=False)
     (item,) = check_hub_report(failed[0])
     assert not item.ok and "401 gated" in item.detail
@@ -577,22 +539,22 @@ def test_baselines_of_level4_problems_are_measured_after_the_fetch_and_a_failed_
             HubFetch(model_id=m, error="GatedRepoError: 401").to_dict() for m in fetch_request_from_wire(payload)]}
 
     todo = [problems.get(1, 1), problems.get(4, 1)]
-    fetch = MapStandIn(fetch_ok)
-    runner = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body), fetch_function=fetch)
+    fetch = ModalFunctionStandIn(fetch_ok)
+    runner = ModalRunner(gpu="H100", function=ModalFunctionStandIn(job_to_wire_result), baselines_function=ModalFunctionStandIn(baseline_body), fetch_function=fetch)
     outs = runner.measure_baselines(todo, ["eager"], SETTINGS, progress=False)
     assert sorted(sent) == ["1_ReLU", "1_tiny-gpt2_bs2_seq16"] and [c["models"] for c in fetch.calls] == [[MODEL_ID]]
     assert all(o is not None and o["error"] is None for o in outs)
 
     sent.clear()
     got: dict[int, dict] = {}
-    runner = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body),
-                         fetch_function=MapStandIn(fetch_gated))
+    runner = ModalRunner(gpu="H100", function=ModalFunctionStandIn(job_to_wire_result), baselines_function=ModalFunctionStandIn(baseline_body),
+                         fetch_function=ModalFunctionStandIn(fetch_gated))
     outs = runner.measure_baselines(todo, ["eager"], SETTINGS, on_result=got.__setitem__, progress=False)
     assert sent == ["1_ReLU"]  # the level-4 reference is not measured without its model
     assert "GatedRepoError" in outs[1]["error"] and MODEL_ID in outs[1]["error"] and got[1] is outs[1]
 
     sent.clear()
-    plain_only = ModalRunner(gpu="H100", function=MapStandIn(job_to_wire_result), baselines_function=MapStandIn(baseline_body),
-                             fetch_function=MapStandIn(lambda p: pytest.fail("no fetch without a hub problem")))
+    plain_only = ModalRunner(gpu="H100", function=ModalFunctionStandIn(job_to_wire_result), baselines_function=ModalFunctionStandIn(baseline_body),
+                             fetch_function=ModalFunctionStandIn(lambda p: pytest.fail("no fetch without a hub problem")))
     plain_only.measure_baselines([problems.get(1, 1)], ["eager"], SETTINGS, progress=False)
     assert sent == ["1_ReLU"]

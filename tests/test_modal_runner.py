@@ -14,17 +14,16 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kbtesting import ModalFunctionStandIn, candidate_of, load_problems_from, problem_source
 
 from kernelbench.errors import KernelBenchError
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.hardware import modal_gpu_name
-from kernelbench.problems import load_directory
 from kernelbench.results import KernelResult, Stage
 from kernelbench.runners import get_runner
 from kernelbench.runners.modal_runner import (
@@ -50,42 +49,19 @@ needs_evaluator = pytest.mark.skipif(not HAVE_EVALUATOR,
 # ---------------------------------------------------------------------------------------------
 # Small problems and candidates (CPU-sized: the built-in suite's tensors are GPU-sized)
 
-RELU = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(64, 32)]
-
-def get_init_inputs():
-    return []
-'''
+RELU = problem_source(shape="64, 32")
 TANH = RELU.replace("torch.relu(x)", "torch.tanh(x)")
 SCALE = RELU.replace("torch.relu(x)", "x * 2.0")
 
-GOOD = {
-    1: RELU.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
-    2: TANH.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
-    3: SCALE.replace("class Model(", "class ModelNew(").split("def get_inputs")[0],
-}
+GOOD = {1: candidate_of(RELU), 2: candidate_of(TANH), 3: candidate_of(SCALE)}
 WRONG = GOOD[1].replace("torch.relu(x)", "x + 1.0")
 BROKEN = "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n"
 
 
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory):
-    root = tmp_path_factory.mktemp("problems")
-    (root / "level1").mkdir()
-    for pid, name, code in [(1, "ReLU", RELU), (2, "Tanh", TANH), (3, "Scale", SCALE)]:
-        (root / "level1" / f"{pid}_{name}.py").write_text(textwrap.dedent(code))
-    return load_directory(root)
+    return load_problems_from(tmp_path_factory.mktemp("problems"),
+                              {"1_ReLU.py": RELU, "2_Tanh.py": TANH, "3_Scale.py": SCALE})
 
 
 SETTINGS = EvalSettings(backend="torch", correctness_trials=1, measure_timing=False, device="cpu")
@@ -102,46 +78,6 @@ def job(problems, pid: int, source: str | None = None, sample_id: int = 0) -> Ev
 
 class Interrupted(KeyboardInterrupt):
     """What Ctrl-C raises in the middle of a map."""
-
-
-class InProcessFunction:
-    """``Function.map`` in this process: runs ``body`` on each input in ``order`` and yields as each finishes.
-
-    ``order`` permutes the inputs (Modal yields in completion order, which is not input order);
-    ``fail`` maps an input index to the exception Modal would hand back for it after its
-    retries; ``stop_after`` raises ``raise_after`` once that many outputs were yielded.
-    """
-
-    def __init__(self, body: Callable[[dict], dict], order: Callable[[int], list[int]] | None = None,
-                 fail: dict[int, BaseException] | None = None, stop_after: int | None = None,
-                 raise_after: BaseException | None = None):
-        self.body = body
-        self.order = order or (lambda n: list(range(n)))
-        self.fail = fail or {}
-        self.stop_after = stop_after
-        self.raise_after = raise_after
-        self.calls: list[dict] = []
-
-    def map(self, inputs: Iterable[dict], order_outputs: bool = True,
-            return_exceptions: bool = False) -> Iterator[object]:
-        inputs = list(inputs)
-        sequence = range(len(inputs)) if order_outputs else self.order(len(inputs))
-        yielded = 0
-        for i in sequence:
-            if self.stop_after is not None and yielded >= self.stop_after:
-                raise self.raise_after
-            payload = inputs[i]
-            self.calls.append(payload)
-            try:
-                if payload["index"] in self.fail:
-                    raise self.fail[payload["index"]]
-                out: object = self.body(payload)
-            except Exception as e:
-                if not return_exceptions:
-                    raise
-                out = e
-            yielded += 1
-            yield out
 
 
 def real_body() -> Callable[[dict], dict]:
@@ -195,7 +131,7 @@ def test_modal_runner_without_token_fails_at_once_with_setup_instructions(tmp_pa
         get_runner("modal", gpu="H100")
     assert time.monotonic() - t0 < 5
     # Bound to an evaluation function (as inside `modal run`), it needs no token until it must look one up.
-    runner = ModalRunner(gpu="H100", function=InProcessFunction(echo_body))
+    runner = ModalRunner(gpu="H100", function=ModalFunctionStandIn(echo_body))
     assert runner.run([job(problems, 1)], progress=False)[0].key == "level_1_problem_1_sample_0"
     with pytest.raises(KernelBenchError, match=r"modal token new"):
         runner.measure_baselines(list(problems), ["eager"], SETTINGS, progress=False)
@@ -295,7 +231,7 @@ def test_fan_out_orders_results_and_keeps_inputs_modal_gave_up_on(problems):
     from modal.exception import InternalFailure
 
     jobs = [job(problems, 1), job(problems, 2), job(problems, 3, WRONG)]
-    fn = InProcessFunction(real_body(), order=lambda n: list(reversed(range(n))),
+    fn = ModalFunctionStandIn(real_body(), order=lambda n: list(reversed(range(n))),
                            fail={1: InternalFailure("container exited with code 137")})
     arrivals: list[int] = []
     results = runner_with(fn).run(jobs, on_result=lambda i, r: arrivals.append(i), progress=False)
@@ -315,7 +251,7 @@ def test_a_map_that_breaks_off_says_how_far_it_got(problems):
     from modal.exception import ConnectionError as ModalConnectionError
 
     jobs = [job(problems, 1), job(problems, 2), job(problems, 3)]
-    fn = InProcessFunction(echo_body, stop_after=1, raise_after=ModalConnectionError("stream reset"))
+    fn = ModalFunctionStandIn(echo_body, stop_after=1, raise_after=ModalConnectionError("stream reset"))
     seen: list[int] = []
     with pytest.raises(KernelBenchError, match=r"after 1 of 3 results.*stream reset.*resume"):
         runner_with(fn).run(jobs, on_result=lambda i, r: seen.append(i), progress=False)
@@ -329,14 +265,14 @@ def test_errors_writing_a_result_are_not_reported_as_modal_failures(problems):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        runner_with(InProcessFunction(echo_body)).run(jobs, on_result=full_disk, progress=False)
+        runner_with(ModalFunctionStandIn(echo_body)).run(jobs, on_result=full_disk, progress=False)
 
 
 def test_malformed_outputs_become_remote_errors(problems):
     def garbage(payload: dict) -> dict:
         return {"wire_version": 0, "index": payload["index"]}
 
-    results = runner_with(InProcessFunction(garbage)).run([job(problems, 1)], progress=False)
+    results = runner_with(ModalFunctionStandIn(garbage)).run([job(problems, 1)], progress=False)
     assert results[0].error.type == REMOTE_ERROR_TYPE and "wire version" in results[0].error.message
 
 
@@ -349,7 +285,7 @@ def test_a_result_for_the_wrong_job_is_not_accepted(problems):
                          backend="torch", compiled=True, correct=True)
         return result_to_wire(payload["index"], r)
 
-    results = runner_with(InProcessFunction(swapped)).run(jobs, progress=False)
+    results = runner_with(ModalFunctionStandIn(swapped)).run(jobs, progress=False)
     assert [r.key for r in results] == [j.key for j in jobs]
     assert all(r.infrastructure_failure and "came back for job" in r.error.message for r in results)
 
@@ -381,13 +317,13 @@ def test_run_directory_survives_interruption_and_retries_modal_failures(problems
     keys = lambda fn: [job_from_wire(p)[1].key for p in fn.calls]  # noqa: E731
 
     # 1. Ctrl-C after the first result: that result is on disk, nothing else is.
-    first = InProcessFunction(real_body(), stop_after=1, raise_after=Interrupted())
+    first = ModalFunctionStandIn(real_body(), stop_after=1, raise_after=Interrupted())
     with pytest.raises(KeyboardInterrupt):
         evaluate_run_dir(run, problems, SETTINGS, runner_with(first), progress=False)
     assert sorted(saved()) == [(1, 0)] and saved()[(1, 0)].correct
 
     # 2. Resume: only the two pending kernels go out; Modal loses one of them.
-    second = InProcessFunction(real_body(), fail={0: InternalFailure("preempted")})
+    second = ModalFunctionStandIn(real_body(), fail={0: InternalFailure("preempted")})
     done = evaluate_run_dir(run, problems, SETTINGS, runner_with(second), progress=False)
     assert keys(second) == ["level_1_problem_2_sample_0", "level_1_problem_3_sample_0"]
     assert done.n_evaluated == 2 and done.n_reused == 1
@@ -395,7 +331,7 @@ def test_run_directory_survives_interruption_and_retries_modal_failures(problems
     assert sorted(json.loads((run / "eval_results.json").read_text())) == ["1", "2", "3"]
 
     # 3. Again: only the job Modal lost is retried, and it gets its real verdict.
-    third = InProcessFunction(real_body())
+    third = ModalFunctionStandIn(real_body())
     done = evaluate_run_dir(run, problems, SETTINGS, runner_with(third), progress=False)
     assert keys(third) == ["level_1_problem_2_sample_0"]
     assert done.n_evaluated == 1 and done.n_reused == 2
@@ -412,7 +348,7 @@ def test_run_directory_errors_are_one_line(problems, tmp_path):
     with pytest.raises(KernelBenchError, match="pass --level"):
         run_level(tmp_path / "empty")
     with pytest.raises(KernelBenchError, match="no level_<L>_problem"):
-        evaluate_run_dir(tmp_path / "empty", problems, SETTINGS, runner_with(InProcessFunction(dict)), level=1)
+        evaluate_run_dir(tmp_path / "empty", problems, SETTINGS, runner_with(ModalFunctionStandIn(dict)), level=1)
 
 
 def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runner(problems, tmp_path):
@@ -422,7 +358,7 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
     sub.write_text(json.dumps({"metadata": {"display_name": "My Model"},
                                "kernels": {"level_1_problem_1_sample_0": GOOD[1],
                                            "level_1_problem_3_sample_0": GOOD[3]}}))
-    fn = InProcessFunction(echo_body)
+    fn = ModalFunctionStandIn(echo_body)
     ev = evaluate_submission_file(sub, problems, SETTINGS, runner_with(fn), runs_dir=tmp_path / "runs",
                                   results_dir=tmp_path / "evaluations", progress=False)
     assert sorted(job_from_wire(p)[1].key for p in fn.calls) == ["level_1_problem_1_sample_0",
@@ -434,7 +370,7 @@ def test_eval_submission_goes_through_the_leaderboard_pipeline_on_the_modal_runn
     run_dirs = sorted((tmp_path / "runs").iterdir())
     assert len(run_dirs) == 1 and (run_dirs[0] / "eval_results.json").exists()
 
-    again = InProcessFunction(echo_body)  # resumed: everything already has a result
+    again = ModalFunctionStandIn(echo_body)  # resumed: everything already has a result
     ev2 = evaluate_submission_file(sub, problems, SETTINGS, runner_with(again), runs_dir=tmp_path / "runs",
                                    results_dir=tmp_path / "evaluations", progress=False)
     assert again.calls == [] and ev2.n_reused == 2
@@ -449,7 +385,7 @@ def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_e
 
     hub = dataclasses.replace(problems.get(1, 1), requirements=("not_a_real_package_kb",))
     jobs = [job(problems, 2), EvalJob(problem=hub, candidate_source=GOOD[1], settings=SETTINGS), job(problems, 3)]
-    fn = InProcessFunction(echo_body)
+    fn = ModalFunctionStandIn(echo_body)
     estimates = []
     delivered: dict[int, KernelResult] = {}
     results = ModalRunner(gpu="H100", function=fn, confirm=lambda est: estimates.append(est.n_jobs) or True).run(
@@ -462,7 +398,7 @@ def test_kernels_that_cannot_run_on_modal_get_their_own_result_and_the_rest_is_e
     assert not blocked.infrastructure_failure  # a verdict for this runner, not an infrastructure failure to retry
     assert results[0].error is None or results[0].error.type != NOT_RUNNABLE_TYPE
 
-    only_hub = InProcessFunction(echo_body)
+    only_hub = ModalFunctionStandIn(echo_body)
     (r,) = runner_with(only_hub).run([jobs[1]], progress=False)
     assert only_hub.calls == [] and r.error.type == NOT_RUNNABLE_TYPE
 
@@ -475,7 +411,7 @@ def test_baselines_refuse_unknown_modes_and_another_gpus_file(problems, tmp_path
     from kernelbench.errors import BaselineError
     from modal_app.commands import measure_baselines
 
-    fn = InProcessFunction(echo_body)
+    fn = ModalFunctionStandIn(echo_body)
     with pytest.raises(BaselineError, match="unknown baseline mode.*turbo"):
         measure_baselines(problems, ["turbo"], SETTINGS, runner_with(fn), tmp_path / "H100.json")
     other = tmp_path / "mixed.json"
@@ -495,7 +431,7 @@ def test_baselines_are_measured_remotely_written_as_they_arrive_and_resumed(prob
     subset = problems.select(ids=[1, 2])
     out = tmp_path / "baselines" / "H100.json"
     settings = EvalSettings(backend="torch", timing_budget_s=0.2, min_timing_trials=5)
-    fn = InProcessFunction(baselines_h100.local)
+    fn = ModalFunctionStandIn(baselines_h100.local)
     run = measure_baselines(subset, ["eager"], settings, runner_with(fn), out, progress=False)
     assert run.failures == [] and run.n_measured == 2 and run.report.count("measured") == 2
     baseline = load_baseline(out)
@@ -507,7 +443,7 @@ def test_baselines_are_measured_remotely_written_as_they_arrive_and_resumed(prob
         f"level{p.level}/{p.filename}" for p in subset}
     assert run.gpu_names == {baseline.environment.gpu_name} - {None}  # no GPU name here, on the CPU
 
-    again = InProcessFunction(baselines_h100.local)
+    again = ModalFunctionStandIn(baselines_h100.local)
     run2 = measure_baselines(subset, ["eager"], settings, runner_with(again), out, progress=False)
     assert again.calls == [] and run2.n_reused == 2 and run2.n_measured == 0
 
@@ -546,7 +482,7 @@ def test_dry_run_and_a_declined_confirmation_dispatch_nothing(problems):
 
     jobs = [job(problems, 1), job(problems, 2)]
     for kwargs in ({"dry_run": True}, {"confirm": lambda est: False}):
-        fn = InProcessFunction(echo_body)
+        fn = ModalFunctionStandIn(echo_body)
         seen: list = []
         runner = ModalRunner(gpu="H100", function=fn, **kwargs)
         with pytest.raises(DispatchDeclined) as info:
@@ -557,7 +493,7 @@ def test_dry_run_and_a_declined_confirmation_dispatch_nothing(problems):
 
 
 def test_confirmation_sees_the_estimate_before_dispatch(problems):
-    fn = InProcessFunction(echo_body)
+    fn = ModalFunctionStandIn(echo_body)
     shown = []
 
     def confirm(est):
@@ -569,7 +505,7 @@ def test_confirmation_sees_the_estimate_before_dispatch(problems):
 
 
 def test_max_containers_is_passed_to_modal():
-    class WithOptions(InProcessFunction):
+    class WithOptions(ModalFunctionStandIn):
         def with_options(self, **options):
             self.options = options
             return self
@@ -588,7 +524,7 @@ def test_max_cost_stops_dispatching_once_the_spend_would_pass_it(problems):
 
     jobs = [job(problems, 1, sample_id=s) for s in range(5)]
     per_two = estimate_jobs(jobs[:2], "H100").usd
-    fn = InProcessFunction(timed_echo_body(600.0))
+    fn = ModalFunctionStandIn(timed_echo_body(600.0))
     delivered: list[int] = []
     runner = ModalRunner(gpu="H100", function=fn, max_containers=2, max_cost_usd=per_two + 0.01)
     with pytest.raises(DispatchDeclined, match=r"2 of 5 kernels"):
@@ -596,7 +532,7 @@ def test_max_cost_stops_dispatching_once_the_spend_would_pass_it(problems):
     assert len(fn.calls) == 2 and delivered == [0, 1]  # the first batch ran and was delivered, then it stopped
 
     # A cap above the whole estimate lets everything through, batch by batch, indices intact.
-    fn = InProcessFunction(timed_echo_body(1.0))
+    fn = ModalFunctionStandIn(timed_echo_body(1.0))
     got: list[int] = []
     results = ModalRunner(gpu="H100", function=fn, max_containers=2, max_cost_usd=1000.0).run(
         jobs, on_result=lambda i, r: got.append(i), progress=False)
@@ -606,7 +542,7 @@ def test_max_cost_stops_dispatching_once_the_spend_would_pass_it(problems):
 def test_max_cost_below_one_kernel_refuses_before_dispatch(problems):
     from kernelbench.runners.modal_cost import DispatchDeclined
 
-    fn = InProcessFunction(echo_body)
+    fn = ModalFunctionStandIn(echo_body)
     with pytest.raises(DispatchDeclined, match="above --max-cost"):
         ModalRunner(gpu="H100", function=fn, max_cost_usd=0.0001).run([job(problems, 1)], progress=False)
     assert fn.calls == []

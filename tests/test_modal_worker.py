@@ -5,12 +5,11 @@ what the GPU-function body does when the evaluator or the GPU fails.
 from __future__ import annotations
 
 import importlib.util
-import textwrap
 
 import pytest
+from kbtesting import candidate_of, one_problem, problem_source
 
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
-from kernelbench.problems import load_directory
 from kernelbench.results import EnvironmentInfo, KernelResult, Stage, StageError
 from kernelbench.runners.wire import WIRE_VERSION, baseline_request_to_wire, job_to_wire, result_from_wire
 from modal_app import health
@@ -140,28 +139,9 @@ def test_cache_sync_survives_volume_errors(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The GPU-function body around the evaluator
 
-RELU = textwrap.dedent('''
-    import torch
-    import torch.nn as nn
-
-    class Model(nn.Module):
-        def forward(self, x):
-            return torch.relu(x)
-
-    def get_inputs():
-        return [torch.randn(8, 8)]
-
-    def get_init_inputs():
-        return []
-''')
-
-
 @pytest.fixture()
-def payload(tmp_path):
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_ReLU.py").write_text(RELU)
-    problem = load_directory(tmp_path).get(1, 1)
-    job = EvalJob(problem=problem, candidate_source=RELU.replace("class Model(", "class ModelNew("),
+def payload(relu_problem):
+    job = EvalJob(problem=relu_problem, candidate_source=candidate_of(relu_problem.code),
                   settings=EvalSettings(backend="torch", measure_timing=False))
     return job_to_wire(job, 4)
 
@@ -203,11 +183,8 @@ def test_a_sticky_error_is_returned_and_the_container_retires(payload):
     assert stops == [1]
 
 
-def test_baseline_failures_come_back_as_data(tmp_path):
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_ReLU.py").write_text(RELU)
-    problem = load_directory(tmp_path).get(1, 1)
-    request = baseline_request_to_wire(problem, ["eager"], EvalSettings(backend="torch"), 2)
+def test_baseline_failures_come_back_as_data(relu_problem):
+    request = baseline_request_to_wire(relu_problem, ["eager"], EvalSettings(backend="torch"), 2)
 
     def oom(problem, modes, settings):
         raise MemoryError("reference needs 90 GiB")
@@ -219,14 +196,11 @@ def test_baseline_failures_come_back_as_data(tmp_path):
 
 
 @pytest.mark.skipif(not HAVE_MEASURE, reason="kernelbench.baselines.measure_problem is not written yet")
-def test_baselines_body_measures_the_reference_with_the_library(tmp_path):
+def test_baselines_body_measures_the_reference_with_the_library(relu_problem):
     from kernelbench.baselines import BaselineEntry
 
-    (tmp_path / "level1").mkdir()
-    (tmp_path / "level1" / "1_ReLU.py").write_text(RELU)
-    problem = load_directory(tmp_path).get(1, 1)
     settings = EvalSettings(backend="torch", timing_budget_s=0.2, min_timing_trials=5, device="cpu")
-    out = baselines_payload(baseline_request_to_wire(problem, ["eager"], settings, 0))
+    out = baselines_payload(baseline_request_to_wire(relu_problem, ["eager"], settings, 0))
     assert out["error"] is None, out["error"]
     entry = BaselineEntry.model_validate(out["entries"]["eager"])
     assert entry.mean > 0 and (entry.num_trials or 0) >= 1
@@ -267,9 +241,7 @@ ILLEGAL_STORE = "y[i + (1L << 40)] = 0.f"  # four terabytes past the buffer: an 
 
 
 def _cuda_payload(tmp_path, store: str, name: str) -> dict:
-    (tmp_path / "problems" / "level1").mkdir(parents=True)
-    (tmp_path / "problems" / "level1" / "1_ReLU.py").write_text(RELU)
-    problem = load_directory(tmp_path / "problems").get(1, 1)
+    problem = one_problem(tmp_path / "problems", problem_source(), name="1_ReLU.py")
     source = CUDA_CANDIDATE.replace("STORE", store).replace("NAME", name)
     job = EvalJob(problem=problem, candidate_source=source,
                   settings=EvalSettings(backend="cuda", correctness_trials=2, measure_timing=False))

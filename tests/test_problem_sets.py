@@ -8,25 +8,22 @@ problems of their own; a manifest made from it stands in for the pinned official
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from kbtesting import load_script
 
 from kernelbench import __version__
 from kernelbench.baselines import BaselineEntry, BaselineFile, load_baseline
 from kernelbench.problems import load_builtin, load_directory
 from kernelbench.problems.identity import (
     MANIFEST_ENV,
-    ProblemSetIdentity,
     ProblemSetMismatchError,
     identify,
     kernelbench_code_hash,
     official_manifest,
-    write_manifest,
 )
 from kernelbench.results import KernelResult, TimingStats
 from kernelbench.runs import result_to_entry
@@ -69,22 +66,11 @@ def write_layout(root: Path, size: int = 16, doc: str = "test problem") -> Path:
 
 
 @pytest.fixture
-def official(tmp_path, monkeypatch):
+def official(tmp_path, pin_official):
     """The test layout, pinned as the official set through a manifest made from it."""
     folder = write_layout(tmp_path / "checkout")
-    pinned = ProblemSetIdentity("kernelbench", "test-rev-1", identify(load_directory(folder)).hashes)
-    manifest = tmp_path / "manifest.json"
-    write_manifest(pinned, manifest)
-    monkeypatch.setenv(MANIFEST_ENV, str(manifest))
+    pin_official(folder, "test-rev-1")
     return folder
-
-
-def load_script(name: str):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ------------------------------------------------------------------------------------- hashing
@@ -532,13 +518,10 @@ def write_official_layout(root: Path) -> Path:
 
 
 @pytest.fixture
-def official_board(tmp_path, monkeypatch):
+def official_board(tmp_path, monkeypatch, pin_official):
     cwd = tmp_path / "board"
     cwd.mkdir()
-    folder = write_official_layout(cwd)
-    pinned = ProblemSetIdentity("kernelbench", "test-rev-2", identify(load_directory(folder)).hashes)
-    write_manifest(pinned, tmp_path / "manifest.json")
-    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "manifest.json"))
+    pin_official(write_official_layout(cwd), "test-rev-2")
     monkeypatch.chdir(cwd)
     return cwd
 

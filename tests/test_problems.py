@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
+from kbtesting import problem_source, repo_env, run_cli
 
 import kernelbench
 from kernelbench.errors import ProblemFormatError, ProblemNotFoundError, SourceError
@@ -23,21 +22,7 @@ from kernelbench.problems import (
 )
 from kernelbench.problems.identity import kernelbench_code_hash
 
-CODE = '''import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(4, 4)]
-
-def get_init_inputs():
-    return []
-'''
+CODE = problem_source(shape="4, 4")
 
 
 def write_tree(root, files: dict[str, str]):
@@ -159,8 +144,7 @@ def test_builtin_suite_loads():
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
+    return run_cli(*args, env=repo_env(env), timeout=120)
 
 
 def test_problems_cli_list_show_and_errors(tmp_path):

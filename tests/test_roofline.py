@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kbtesting import repo_env, run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -511,9 +511,7 @@ def problem_dir(tmp_path):
 
 
 def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KERNELBENCH_CACHE_DIR": str(tmp_path / "cli-cache")}
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "roofline", *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return run_cli("roofline", *args, env=repo_env({"KERNELBENCH_CACHE_DIR": str(tmp_path / "cli-cache")}), timeout=300)
 
 
 def test_cli_json(problem_dir, tmp_path):

@@ -201,7 +201,7 @@ def test_analyze_cli_on_a_fixture_run(tmp_path):
     base = [sys.executable, "-m", "kernelbench.cli.main", "analyze", "--run-dir", str(tmp_path / "run"),
             "--source", "directory", "--path", str(tmp_path / "probs")]
     env = {**os.environ}
-    out = subprocess.run(base + ["--baseline", str(tmp_path / "H100.json"), "--output", str(tmp_path / "s.json")],
+    out = subprocess.run(base + ["--baseline", str(tmp_path / "H100.json"), "--json", str(tmp_path / "s.json")],
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     scores = json.loads((tmp_path / "s.json").read_text())
@@ -212,7 +212,7 @@ def test_analyze_cli_on_a_fixture_run(tmp_path):
                              timeout=120, env=env)
     assert refused.returncode == 2 and "--force" in refused.stderr
     (tmp_path / "partial.json").write_text(json.dumps({"level1": {"2_P.py": {"mean": 1.0}}}))
-    partial = subprocess.run(base + ["--baseline", str(tmp_path / "partial.json"), "--output", str(tmp_path / "p.json")],
+    partial = subprocess.run(base + ["--baseline", str(tmp_path / "partial.json"), "--json", str(tmp_path / "p.json")],
                              capture_output=True, text=True, timeout=120, env=env)
     # A problem the baseline lacks stays in the denominator, untimed: its correct kernel is never "faster".
     assert partial.returncode == 0, partial.stderr

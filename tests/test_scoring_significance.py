@@ -106,7 +106,7 @@ def test_analyze_prints_both_fast_p_columns_the_geomean_interval_and_flags(tmp_p
         rd.write_kernel(1, i, 0, "# kernel\n")
         rd.save_result(timed(i, sp, noise, rng).model_copy(update={"host_share": host}))
     out = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "analyze", "--run-dir", str(rd.path),
-                          "--source", "directory", "--path", str(tmp_path / "probs"), "--output",
+                          "--source", "directory", "--path", str(tmp_path / "probs"), "--json",
                           str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120, env={**os.environ})
     assert out.returncode == 0, out.stderr
     assert "fast_p significant" in out.stdout and "imprecise" in out.stdout

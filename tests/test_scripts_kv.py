@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import pytest
+from kbtesting import load_script
 from llm_server import KERNELS, TRITON_SCALE, LLMServer, Reply, kernel_reply, make_problem_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,13 +22,6 @@ import _kv  # noqa: E402
 
 SCRIPT_NAMES = ("generate_samples", "eval_from_generations", "benchmark_eval_analysis",
                 "generate_and_eval_single_sample", "run_and_check")
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"kb_script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------- parsing
@@ -159,7 +152,7 @@ def test_analysis_baseline_resolution(tmp_path, monkeypatch):
     (kb_layout / "baseline_time_torch.json").write_text("{}")
     assert m.build_argv(args)[-1] == str(Path("results/timing/H100/baseline_time_torch.json"))
     none = m.build_argv(kv(m.KEYS, ["run_name=r", "level=1"]))
-    assert "--baseline" not in none and none[-2:] == ["--output", str(Path("runs/r/analysis_results.json"))]
+    assert "--baseline" not in none and none[-2:] == ["--json", str(Path("runs/r/analysis_results.json"))]
     with pytest.raises(_kv.KvError, match="subset"):
         m.build_argv(kv(m.KEYS, ["run_name=r", "level=1", "subset=[1,5]"]))
 

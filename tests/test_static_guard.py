@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from kbtesting import run_cli
 
 from kernelbench.backends import backend_names
 from kernelbench.errors import KernelBenchError
@@ -728,8 +728,7 @@ def test_threat_model_lists_every_rule_and_corpus_file():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "guard", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    return run_cli("guard", *args, cwd=ROOT, timeout=120)
 
 
 def test_cli_text_exit_codes_and_table():

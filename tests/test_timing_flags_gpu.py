@@ -3,13 +3,12 @@ the launch trace, own-kernel shares are measured, and the decoy is seen. Run wit
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from kbtesting import MATMUL_SCRATCH_DECOY
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
 from kernelbench.problems import Problem, load_builtin
-from kernelbench.problems.contract import extra_requirements
+from kernelbench.problems.contract import extra_requirements, identity_candidate
 from kernelbench.results import HOST_BOUND_SHARE
 from kernelbench.solutions import get_solution
 
@@ -49,29 +48,7 @@ def get_init_inputs():
     return []
 '''
 
-MATMUL_DECOY = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scratch_kernel(ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
-
-
-class ModelNew(nn.Module):
-    def forward(self, A, B):
-        scratch = torch.empty(1024, device=A.device)
-        scratch_kernel[(1,)](scratch, 1024, BLOCK=1024)
-        return getattr(torch, "mat" + "mul")(A, B)
-'''
-
-
-def identity(code: str) -> str:
-    return re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", code, count=1)
+MATMUL_DECOY = MATMUL_SCRATCH_DECOY
 
 
 def problem(pid: int, name: str, code: str) -> Problem:
@@ -84,8 +61,8 @@ def results():
     suite = load_builtin([1])
     relu, matmul = suite.get(1, 8), suite.get(1, 1)
     jobs = [
-        EvalJob(problem(901, "901_Many_tiny", MANY_TINY), identity(MANY_TINY), s, 0),
-        EvalJob(problem(902, "902_Big_matmul", BIG_MATMUL), identity(BIG_MATMUL), s, 0),
+        EvalJob(problem(901, "901_Many_tiny", MANY_TINY), identity_candidate(MANY_TINY), s, 0),
+        EvalJob(problem(902, "902_Big_matmul", BIG_MATMUL), identity_candidate(BIG_MATMUL), s, 0),
         EvalJob(relu, get_solution(1, 8, "triton").source, s.with_(backend="triton"), 0),
         EvalJob(matmul, MATMUL_DECOY, s.with_(backend="triton"), 0),
     ]

@@ -10,23 +10,8 @@ from __future__ import annotations
 import pytest
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate
-from kernelbench.problems import load_directory
 from kernelbench.results import Stage
 
-PROBLEM = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(8, 8)]
-
-def get_init_inputs():
-    return []
-'''
 HONEST = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
          "        return x.clamp_min(0)\n"
 
@@ -40,28 +25,20 @@ def _replacing(module: str, owner: str, name: str) -> str:
             f"setattr({target}, {name!r}, _wrapped)\n" + HONEST)
 
 
-@pytest.fixture(scope="module")
-def problem(tmp_path_factory):
-    root = tmp_path_factory.mktemp("problems")
-    (root / "level1").mkdir()
-    (root / "level1" / "1_Relu.py").write_text(PROBLEM)
-    return load_directory(root).get(1, 1)
-
-
 @pytest.mark.parametrize("module, owner, name", [
     ("kernelbench.evaluation.worker.timing", "TimingCommands", "_flush"),
     ("kernelbench.evaluation.worker.export", "ExportCommands", "_export"),
     ("kernelbench.evaluation.worker.process", "Worker", "cmd_compare"),
     ("kernelbench.evaluation.protocol", "", "encode_reply"),
 ])
-def test_replacing_the_workers_own_code_fails_the_guard(problem, module, owner, name):
+def test_replacing_the_workers_own_code_fails_the_guard(relu_problem, module, owner, name):
     settings = EvalSettings(backend="torch", device="cpu", static_guard=False, correctness_trials=1)
-    result = evaluate(EvalJob(problem, _replacing(module, owner, name), settings))
+    result = evaluate(EvalJob(relu_problem, _replacing(module, owner, name), settings))
     assert result.error is not None and (result.error.stage, result.error.type) == (Stage.GUARD, "RuntimeGuard")
     assert f"{module}.{owner + '.' if owner else ''}{name}" in result.error.message
 
 
-def test_an_honest_candidate_trips_nothing(problem):
+def test_an_honest_candidate_trips_nothing(relu_problem):
     settings = EvalSettings(backend="torch", device="cpu", static_guard=False, correctness_trials=1)
-    result = evaluate(EvalJob(problem, HONEST, settings))
+    result = evaluate(EvalJob(relu_problem, HONEST, settings))
     assert result.correct and not result.guard_findings, result.guard_findings

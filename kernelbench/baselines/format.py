@@ -18,7 +18,6 @@ load too. Writing is :mod:`kernelbench.baselines.writer`'s job, and only its.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from kernelbench.errors import BaselineError
+from kernelbench.io_utils import read_json
 from kernelbench.problems.identity import ProblemSetIdentity, ProblemSetMismatchError, problem_ref
 from kernelbench.problems.model import Problem
 
@@ -183,12 +183,7 @@ def parse_baseline(data: dict, mode: str = EAGER, where: str = "baseline") -> Ba
 
 def load_baseline(path: str | Path, mode: str = EAGER) -> Baseline:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BaselineError(f"baseline file {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BaselineError(f"baseline file {path} is not valid JSON: {e}") from None
+    data = read_json(path, BaselineError, "baseline file ")
     b = parse_baseline(data, mode=mode, where=str(path))
     b.path = path
     return b

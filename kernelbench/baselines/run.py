@@ -9,7 +9,6 @@ this machine) and records every outcome in a :class:`BaselineRunReport`. Measuri
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -130,7 +129,7 @@ def measure_into(file: BaselineFile, problems: Iterable[Problem], modes: Sequenc
     the run goes on. ``deadline_s`` stops starting new measurements after that many seconds; what
     is left is reported as pending and a rerun picks it up.
     """
-    from tqdm import tqdm
+    from kernelbench.progress import progress_bar
 
     started = time.monotonic()
     todo, settled = plan(file, problems, modes, retry_failed)
@@ -138,8 +137,8 @@ def measure_into(file: BaselineFile, problems: Iterable[Problem], modes: Sequenc
     expect = getattr(measure, "expect", None)
     if callable(expect):
         expect(len(todo))
-    bar = tqdm(total=len(todo), desc=f"baselines -> {file.path.name}", unit="time", file=sys.stderr,
-               disable=not progress or not todo)
+    bar = progress_bar(total=len(todo), desc=f"baselines -> {file.path.name}", unit="time",
+                       enabled=progress and bool(todo))
     try:
         for i, (problem, mode) in enumerate(todo):
             if deadline_s is not None and time.monotonic() - started >= deadline_s:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from kernelbench.cli.common import add_source_args, level_type
+from kernelbench.cli.common import add_json_arg, add_source_args, level_type, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="compare against another GPU's baseline, one timed with another protocol version, or one "
                         "made on another problem set, anyway")
-    p.add_argument("--output", "--json-out", dest="output", default=None, help="also write the scores as JSON")
+    add_json_arg(p, "the scores", deprecated=("--output", "--json-out"))
     add_source_args(p, default_help="the run's: run.json, else ./KernelBench/, else the baseline's problem names")
     # Never silently the built-in suite: None means "find the run's set" (see the description).
     p.set_defaults(func=run, source=None)
@@ -48,7 +49,6 @@ def run(args: argparse.Namespace) -> int:
         load_baseline,
     )
     from kernelbench.errors import RunDirectoryError
-    from kernelbench.io_utils import atomic_write_json
     from kernelbench.problems import load_problems
     from kernelbench.problems.identity import KERNELBENCH, ProblemSetMismatchError, identify, problem_ref
     from kernelbench.problems.resolve import resolve_run_source
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
               f"time, sample 0, baseline mean): geomean speedup (correct) {kb.geomean_speedup_correct:.4f}")
         print(tabulate([[f"{p:g}", f"{v:.3f}"] for p, v in kb.fast_p.items()],
                        headers=["speedup threshold p", "fast_p (KernelBench)"], tablefmt="grid"))
-    if args.output:
+    if args.json:
         data = {"run_dir": str(run_dir), "level": rd.level, "source": problems.source,
                 "problem_set": identity.to_dict(),
                 "kernelbench_compatible": kb.to_dict() if kb is not None else None,
@@ -182,8 +182,7 @@ def run(args: argparse.Namespace) -> int:
                                   "speedup": r.speedup,
                                   "speedup_ci95": [r.speedup_ci95.lo, r.speedup_ci95.hi] if r.speedup_ci95 else None,
                                   "flags": r.timing_flags, "host_share": r.host_share} for r in flagged]}
-        atomic_write_json(args.output, data)
-        print(f"\nwrote {args.output}")
+        write_json(args, json.dumps(data, indent=2, allow_nan=False))
     return 0
 
 

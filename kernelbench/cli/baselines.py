@@ -11,6 +11,7 @@ from kernelbench.cli.common import (
     level_type,
     non_negative_int,
     positive_int,
+    problem_ids,
 )
 
 ALL_MODES = ("eager", "compile-default", "compile-max-autotune", "compile-cudagraphs")
@@ -101,16 +102,13 @@ def expand_modes(modes: list[str]) -> list[str]:
 
 def _select(args: argparse.Namespace):
     from kernelbench.errors import KernelBenchError
-    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems import load_problems
 
     problems = load_problems(args.source, args.path, levels=args.levels)
     if args.levels:
         problems = problems.select(levels=args.levels)
-    if args.problem_id:
-        try:
-            ids = parse_id_spec(args.problem_id)
-        except ValueError as e:
-            raise KernelBenchError(f"--problem-id: {e}") from None
+    ids = problem_ids(args.problem_id, "--problem-id")
+    if ids:
         problems = problems.select(ids=ids)
     if not problems:
         raise KernelBenchError("no problems selected")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kernelbench.problems import LEVELS, source_names
@@ -43,6 +43,19 @@ def _number(value: str, cast: Callable[[str], float], noun: str, bound: str, ok:
     return v
 
 
+def problem_ids(spec: str | None, flag: str) -> list[int] | None:
+    """The ids of ``--problem-id 1,3,5-8`` (None when not given); a bad spec is a one-line error naming ``flag``."""
+    from kernelbench.errors import KernelBenchError
+    from kernelbench.problems import parse_id_spec
+
+    if not spec:
+        return None
+    try:
+        return parse_id_spec(spec)
+    except ValueError as e:
+        raise KernelBenchError(f"{flag}: {e}") from None
+
+
 def positive_int(value: str) -> int:
     return _number(value, int, "a positive integer", "", lambda v: v > 0)
 
@@ -59,9 +72,66 @@ def non_negative_float(value: str) -> float:
     return _number(value, float, "a number", " >= 0", lambda v: v >= 0)
 
 
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+# ---------------------------------------------------------------------------------------------
+# One --json convention for every command and script: ``--json PATH`` writes the machine-readable
+# result to PATH (the usual text still goes to stdout); ``--json -`` or a bare ``--json`` writes it to
+# stdout, and then stdout carries nothing else (the text, if any, goes to stderr). Older spellings
+# (``--json-out``, ``--report-json``, ``--output``) still work, with a one-line deprecation warning.
+
+#: The value of a bare ``--json``: stdout.
+JSON_STDOUT = "-"
+
+
+class _DeprecatedJsonSpelling(argparse.Action):
+    """An old spelling of ``--json PATH``: does the same, says once on stderr what to write instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated; use --json {values}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str, deprecated: tuple[str, ...] = (),
+                 default: str | None = None) -> None:
+    """Add ``--json [PATH]`` (``dest="json"``) and the command's old spellings as hidden aliases."""
+    p.add_argument("--json", nargs="?", const=JSON_STDOUT, default=default, metavar="PATH",
+                   help=f"write {what} as JSON to PATH; '-' or no PATH: to stdout, which then carries only the "
+                        "JSON" + (" (default %(default)s)" if default else ""))
+    for spelling in deprecated:
+        p.add_argument(spelling, dest="json", action=_DeprecatedJsonSpelling, metavar="PATH", help=argparse.SUPPRESS)
+
+
+def json_to_stdout(args: argparse.Namespace) -> bool:
+    """Whether the command's stdout is for the JSON only (``--json -``): its text then goes elsewhere."""
+    return getattr(args, "json", None) == JSON_STDOUT
+
+
+@contextlib.contextmanager
+def stdout_for_json(args: argparse.Namespace) -> Iterator[None]:
+    """Around a command: with ``--json -``, whatever it prints goes to stderr, so that stdout holds only
+    the JSON that :func:`write_json` writes (to the stdout saved here)."""
+    if not json_to_stdout(args):
+        yield
+        return
+    args.json_stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def write_json(args: argparse.Namespace, text: str) -> None:
+    """Write the command's JSON ``text`` where ``--json`` says: nowhere, a file (atomically), or stdout."""
+    from kernelbench.io_utils import atomic_write_text
+
+    target = getattr(args, "json", None)
+    text = text if text.endswith("\n") else text + "\n"
+    if target is None:
+        return
+    if target == JSON_STDOUT:
+        out = getattr(args, "json_stdout", sys.stdout)
+        out.write(text)
+        out.flush()
+        return
+    atomic_write_text(target, text)
+    print(f"wrote {target}")
 
 
 def add_runner_args(p: argparse.ArgumentParser) -> None:
@@ -108,12 +178,14 @@ def confirm_estimate(assume_yes: bool, dry_run: bool = False):
 def load_modal_app():
     """The Modal app's module, for the Modal runner to run ephemerally when the app is not deployed.
 
-    The command imports it (a shell may); the library's runner only calls this. ImportError where
-    ``modal_app/`` is not importable: the runner turns it into a one-line error that says what to do.
+    The command imports it (a shell may); the library's runner only calls this. ``modal_app/`` comes
+    from a checkout of the repository (``kernelbench.cli.checkout``); without one, a one-line error
+    (``CheckoutRequired``) says what to do. An ImportError inside the app (no ``modal``) still reaches
+    the runner, which turns it into a one-line error of its own.
     """
-    import importlib
+    from kernelbench.cli.checkout import import_from_checkout
 
-    return importlib.import_module("modal_app.app")
+    return import_from_checkout("modal_app.app", "a Modal app that is not deployed (`modal deploy modal_app/app.py`)")
 
 
 def runner_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from kernelbench.cli.common import add_json_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -20,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-size", action="store_true",
                    help="on the CPU, run the problems at full size (minutes and gigabytes) instead of CPU_SIZE")
     p.add_argument("--correctness-trials", type=int, default=3, help="trials per candidate (default 3)")
-    p.add_argument("--json", dest="json_path", default=None, help="also write the results as JSON to this file")
+    add_json_arg(p, "the results")
     p.set_defaults(func=run)
 
 
@@ -42,11 +44,11 @@ def speed_cell(result) -> str:
 def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
+    from kernelbench.cli.common import write_json
     from kernelbench.demo import CASES, demo_problem, meets_expectation
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
     from kernelbench.evaluation.parent import visible_devices
-    from kernelbench.io_utils import atomic_write_text
     from kernelbench.problems import load_problems
 
     if args.correctness_trials < 1:
@@ -100,11 +102,10 @@ def run(args: argparse.Namespace) -> int:
     if reduced:
         print("Ran at the problems' reduced CPU size (CPU_SIZE): correctness only; such results are never "
               "scored. With a GPU the same command times each candidate at full size.")
-    if args.json_path:
+    if args.json:
         import json
 
-        atomic_write_text(args.json_path, json.dumps([r.model_dump(mode="json") for r in results], indent=1) + "\n")
-        print(f"wrote {args.json_path}")
+        write_json(args, json.dumps([r.model_dump(mode="json") for r in results], indent=1))
     print("\nNext:\n"
           "  kernelbench eval --level 1 --problem-id 8 --backend triton --kernel MY_KERNEL.py   # your kernel\n"
           "  kernelbench problems                          # the built-in suite\n"

@@ -8,20 +8,19 @@ import threading
 import time
 from pathlib import Path
 
-from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args, level_type
+from kernelbench.cli.common import add_eval_args, add_json_arg, add_runner_args, add_source_args, level_type
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval", help="evaluate one candidate kernel file against a problem",
         description="Compile, verify and time one candidate (a Python file defining ModelNew) against a "
-                    "problem's reference. Exits 0 whatever the verdict; non-zero only for bad usage.",
+                    "problem's reference. Exits 0 whatever the verdict; non-zero only for bad input or a crash (kernelbench --help).",
     )
     p.add_argument("--level", type=level_type, required=True)
     p.add_argument("--problem-id", type=int, required=True)
     p.add_argument("--kernel", required=True, help="candidate source file defining ModelNew")
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
-    p.add_argument("--output", default=None, help="also write the result JSON to this file")
+    add_json_arg(p, "the full result", deprecated=("--output",))
     p.add_argument("--reduced-size", action="store_true",
                    help="run the problem at its declared CPU_SIZE (correctness only at a small size; the "
                         "result says so and is never scored)")
@@ -32,10 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelbench.cli.common import eval_settings_from_args
+    from kernelbench.cli.common import eval_settings_from_args, json_to_stdout, write_json
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalJob
-    from kernelbench.io_utils import atomic_write_text
     from kernelbench.problems import load_problems
     from kernelbench.runners import get_runner
 
@@ -76,12 +74,9 @@ def run(args: argparse.Namespace) -> int:
                                     on_stage=beat.stage_done)[0]
         else:
             result = runner.run([job], progress=False)[0]
-    if args.output:
-        atomic_write_text(args.output, result.to_json() + "\n")
-    if args.json:
-        print(result.to_json())
-    else:
+    if not json_to_stdout(args):
         print(format_verdict(result, str(path)))
+    write_json(args, result.to_json())
     return 0
 
 

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args, level_type, positive_int
+from kernelbench.cli.common import (
+    add_eval_args,
+    add_runner_args,
+    add_source_args,
+    level_type,
+    positive_int,
+    problem_ids,
+)
 
 if TYPE_CHECKING:
     from kernelbench.evaluation.settings import EvalSettings
@@ -131,9 +138,9 @@ def run_dir_from(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from kernelbench.cli.generate import merged_problem_set
-    from kernelbench.errors import KernelBenchError, RunDirectoryError
+    from kernelbench.errors import RunDirectoryError
     from kernelbench.generation.run_eval import evaluate_run_dir
-    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems import load_problems
     from kernelbench.problems.identity import identify
     from kernelbench.runs import RunDirectory
     from kernelbench.setcheck import check_run
@@ -151,12 +158,7 @@ def run(args: argparse.Namespace) -> int:
     identity = identify(problems)
     check_run(identity, problems, rd.load_results().values(), info.problem_set, f"run {path}")
     rd.write_info(problem_set=merged_problem_set(rd, info, problems))
-    ids = None
-    if args.problem_ids:
-        try:
-            ids = parse_id_spec(args.problem_ids)
-        except ValueError as e:
-            raise KernelBenchError(f"--problem-ids: {e}") from None
+    ids = problem_ids(args.problem_ids, "--problem-ids")
     settings = settings_for(args, info)
     runner = make_runner(args)
     print(f"Evaluating {path} (level {rd.level}, {settings.backend}, {settings.precision}) with the "

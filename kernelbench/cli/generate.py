@@ -19,6 +19,7 @@ from kernelbench.cli.common import (
     non_negative_float,
     non_negative_int,
     positive_int,
+    problem_ids,
 )
 
 if TYPE_CHECKING:
@@ -128,17 +129,11 @@ def resolve_run_dir(args: argparse.Namespace, backend: str) -> Path:
 
 
 def select_problems(args: argparse.Namespace) -> ProblemSet:
-    from kernelbench.errors import KernelBenchError
-    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems import load_problems
 
     problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level])
-    if args.problem_ids:
-        try:
-            ids = parse_id_spec(args.problem_ids)
-        except ValueError as e:
-            raise KernelBenchError(f"--problem-ids: {e}") from None
-        problems = problems.select(ids=ids)
-    return problems
+    ids = problem_ids(args.problem_ids, "--problem-ids")
+    return problems.select(ids=ids) if ids else problems
 
 
 def check_resume(rd: RunDirectory, config: GenerationConfig, backend: str, precision: str) -> None:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from kernelbench.cli.common import add_json_arg, json_to_stdout, write_json
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from kernelbench.backends import DEFAULT_BACKEND, backend_names
@@ -16,11 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "side streams, try/except fallbacks, missing kernel launches, ...). Exit status: 0 when "
                     "no file has an error finding, 1 when one does, 2 for bad usage.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="candidate source files (Python)")
+    p.add_argument("files", nargs="*", metavar="FILE", help="candidate source files (Python)")
     p.add_argument("--backend", choices=("auto", *backend_names()), default="auto",
                    help="what the candidates are written in (default: auto, detected from each file's imports "
                         f"as the leaderboard does; {DEFAULT_BACKEND} when nothing marks a backend)")
-    p.add_argument("--json", action="store_true", help="print the reports as JSON (a list, one entry per file)")
+    add_json_arg(p, "the reports (a list, one entry per file)")
     p.add_argument("--quiet", action="store_true", help="text form: only the per-file verdict lines")
     p.set_defaults(func=run)
 
@@ -29,6 +31,13 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.backends import DEFAULT_BACKEND, detect_backend
     from kernelbench.evaluation.guards import analyze_source
 
+    if args.json is not None and args.json.endswith(".py"):
+        # `guard --json a.py b.py` from before --json took a path: a.py is a candidate, not where JSON goes.
+        args.files.insert(0, args.json)
+        args.json = "-"
+    if not args.files:
+        print("error: give at least one candidate file", file=sys.stderr)
+        return 2
     sources: list[tuple[str, str]] = []
     for name in args.files:
         path = Path(name)
@@ -41,20 +50,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: cannot read {name}: {e}", file=sys.stderr)
             return 2
 
-    from tqdm import tqdm
+    from kernelbench.progress import progress_bar
 
     results = []
-    for name, text in tqdm(sources, desc="guard", unit="file", file=sys.stderr, disable=len(sources) < 20):
+    for name, text in progress_bar(sources, desc="guard", unit="file", enabled=len(sources) >= 20):
         backend = (detect_backend(text) or DEFAULT_BACKEND) if args.backend == "auto" else args.backend
         results.append((name, analyze_source(text, backend)))
 
     if args.json:
         import json
 
-        payload = [{"path": name, **report.model_dump(mode="json")} for name, report in results]
-        json.dump(payload, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
+        write_json(args, json.dumps([{"path": name, **report.model_dump(mode="json")} for name, report in results],
+                                    indent=2))
+    if not json_to_stdout(args):
         for name, report in results:
             print(f"{name}: {report.summary()}")
             if not args.quiet and report.findings:

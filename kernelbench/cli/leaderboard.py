@@ -1,16 +1,19 @@
 """``kernelbench leaderboard validate|to-run|evaluate|aggregate|build``: the maintainer's workflow.
 
 The ``leaderboard`` package is imported inside the handlers only: ``kernelbench`` never imports it
-at module import time, and ``--help`` stays fast.
+at module import time, and ``--help`` stays fast. It is a folder of the repository, not part of the
+installed package: every handler first makes it importable from a checkout (``kernelbench.cli.checkout``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from kernelbench.cli.common import add_eval_args, add_runner_args, add_source_args
+from kernelbench.cli.common import add_eval_args, add_json_arg, add_runner_args, add_source_args
 
 #: The public board ranks the official set; ``--source builtin`` is the offline demo board.
 BOARD_DEFAULT_HELP = ("kernelbench: the official levels 1-3, 250 problems, with level 4 (Hugging Face models) "
@@ -28,6 +31,19 @@ def _board_problems(args: argparse.Namespace):
     return load_board_problems(args.source, args.path)
 
 
+def _from_checkout(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``handler`` once ``leaderboard`` is importable from a checkout (else a one-line error, exit 2)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        from kernelbench.cli.checkout import import_from_checkout
+
+        import_from_checkout("leaderboard", "kernelbench leaderboard")
+        return handler(args)
+
+    return run
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "leaderboard", help="validate submissions, evaluate them, aggregate results and build the site",
@@ -42,12 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "reported; the exit code is 1 if any file has an error.",
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="submission JSON file(s)")
-    v.add_argument("--report-json", default=None, metavar="F", help="write the full report as JSON")
+    add_json_arg(v, "the full report", deprecated=("--report-json",))
     v.add_argument("--report-md", default=None, metavar="F", help="write a Markdown summary (for a PR comment)")
     v.add_argument("--no-guard", action="store_true", help="skip the static guard")
     v.add_argument("--quiet", action="store_true", help="print only the summary table")
     _board_sources(v)
-    v.set_defaults(func=_validate)
+    v.set_defaults(func=_from_checkout(_validate))
 
     t = lsub.add_parser(
         "to-run", help="write a submission's kernels as run directories (one per level)",
@@ -58,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--runs-dir", default="runs", help="folder that holds run directories (default: runs)")
     t.add_argument("--name", default=None, help="run name prefix (default: the submission's file stem)")
     t.add_argument("--all-samples", action="store_true", help="also write samples other than sample 0")
-    t.set_defaults(func=_to_run)
+    t.set_defaults(func=_from_checkout(_to_run))
 
     e = lsub.add_parser(
         "evaluate", help="evaluate a submission locally or on Modal and write its results bundle",
@@ -73,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runner_args(e)
     add_eval_args(e, sandbox_default="require")
     _board_sources(e)
-    e.set_defaults(func=_evaluate)
+    e.set_defaults(func=_from_checkout(_evaluate))
 
     a = lsub.add_parser(
         "aggregate", help="recompute data/ from submissions, results bundles and baselines",
@@ -91,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="maintainers' exclusion list (default: leaderboard/exclusions.json, if present)")
     a.add_argument("--out", default="data", help="output folder (default: data)")
     _board_sources(a)
-    a.set_defaults(func=_aggregate)
+    a.set_defaults(func=_from_checkout(_aggregate))
 
     b = lsub.add_parser(
         "build", help="render the static site from data/",
@@ -101,19 +117,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", default="site", help="output folder (default: site)")
     b.add_argument("--data", default="data", help="folder written by 'leaderboard aggregate' (default: data)")
     b.add_argument("--base-title", default="KernelBench Leaderboard", help="site title")
-    b.set_defaults(func=_build)
+    b.set_defaults(func=_from_checkout(_build))
 
 
 def _validate(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
+    from kernelbench.cli.common import write_json
+    from kernelbench.errors import KernelBenchError
     from kernelbench.io_utils import atomic_write_text
+    from leaderboard.schema import is_submission_file
     from leaderboard.validate import validate_files
 
+    if is_submission_file(args.json):
+        raise KernelBenchError(f"--json {args.json} names a submission file, and the report would replace it: "
+                               "give the submission files after a new report path (or --json - for stdout)")
     problems = _board_problems(args)
     report = validate_files(args.files, problems, use_guard=not args.no_guard, progress=True)
-    if args.report_json:
-        atomic_write_text(args.report_json, report.to_json())
+    write_json(args, report.to_json())
     if args.report_md:
         atomic_write_text(args.report_md, report.to_markdown())
     if not args.quiet:
@@ -133,9 +154,8 @@ def _validate(args: argparse.Namespace) -> int:
                      "pass" if f.passed else "FAIL"])
     print()
     print(tabulate(rows, headers=["file", "display name", "kernels", "coverage", "errors", "warnings", "result"]))
-    for target in (args.report_json, args.report_md):
-        if target:
-            print(f"wrote {target}")
+    if args.report_md:
+        print(f"wrote {args.report_md}")
     return 0 if report.passed else 1
 
 

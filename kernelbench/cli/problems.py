@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from kernelbench.cli.common import add_source_args, level_type, print_json
+from kernelbench.cli.common import add_json_arg, add_source_args, json_to_stdout, level_type, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,14 +16,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = psub.add_parser("list", help="list problems", description="List problems, one per line.")
     add_source_args(ls)
     ls.add_argument("--level", type=level_type, nargs="*", default=None, help="only these levels")
-    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_arg(ls, "the list")
     ls.set_defaults(func=_list)
 
     sh = psub.add_parser("show", help="print one problem's source", description="Print one problem's source code.")
     add_source_args(sh)
     sh.add_argument("--level", type=level_type, required=True)
     sh.add_argument("--problem-id", type=int, required=True)
-    sh.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_arg(sh, "the problem (with its code)")
     sh.set_defaults(func=_show)
 
 
@@ -53,7 +54,8 @@ def _list(args: argparse.Namespace) -> int:
     if args.level:
         ps = ps.select(levels=args.level)
     if args.json:
-        print_json([_problem_dict(p) for p in ps])
+        write_json(args, json.dumps([_problem_dict(p) for p in ps], indent=2))
+    if json_to_stdout(args):
         return 0
     rows = []
     for p in ps:
@@ -81,8 +83,8 @@ def _show(args: argparse.Namespace) -> int:
     ps = load_problems(args.source, args.path, levels=[args.level])
     p = ps.get(args.level, args.problem_id)
     if args.json:
-        print_json(_problem_dict(p, with_code=True))
-    else:
+        write_json(args, json.dumps(_problem_dict(p, with_code=True), indent=2))
+    if not json_to_stdout(args):
         print(f"# level {p.level} problem {p.problem_id}: {p.name} ({p.source}, hash {p.hash[:12]})")
         missing = _missing_requirements(p)
         if missing:

@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from kernelbench.cli.common import add_source_args, level_type, print_json
+from kernelbench.cli.common import (
+    add_json_arg,
+    add_source_args,
+    json_to_stdout,
+    level_type,
+    problem_ids,
+    write_json,
+)
 
 PRECISION_CHOICES = ("fp32", "fp16", "bf16")
 FP32_MATH_CHOICES = ("default", "ieee", "tf32")
@@ -40,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline-mode", default="eager", help="mode within the baseline file (default: eager)")
     p.add_argument("--no-cache", action="store_true", help="recount every problem instead of using the cost cache")
     p.add_argument("--list-gpus", action="store_true", help="print the hardware table and exit")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_arg(p, "the bounds (with --list-gpus: the hardware table)")
     add_source_args(p)
     p.set_defaults(func=run)
 
@@ -56,14 +63,16 @@ def _pick_gpu(name: str | None):
     return get_gpu_spec("H100"), "default (no local GPU)"
 
 
-def _list_gpus(as_json: bool) -> int:
+def _list_gpus(args: argparse.Namespace) -> int:
+    import json
+
     from tabulate import tabulate
 
     from kernelbench.hardware import gpu_table
 
     table = gpu_table()
-    if as_json:
-        print_json([s.to_dict() for s in table])
+    write_json(args, json.dumps([s.to_dict() for s in table], indent=2))
+    if json_to_stdout(args):
         return 0
     rows = []
     for s in table:
@@ -84,27 +93,22 @@ def _list_gpus(as_json: bool) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.list_gpus:
-        return _list_gpus(args.json)
+        return _list_gpus(args)
     if args.level is None:
         print("error: --level is required (or use --list-gpus)", file=sys.stderr)
         return 2
 
     from tabulate import tabulate
-    from tqdm import tqdm
 
     from kernelbench.baselines import load_baseline
     from kernelbench.hardware import find_gpu_spec
-    from kernelbench.problems import load_problems, parse_id_spec
+    from kernelbench.problems import load_problems
     from kernelbench.roofline import problem_roofline
 
     spec, why = _pick_gpu(args.gpu)
     problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level])
-    if args.problem_id:
-        try:
-            ids = parse_id_spec(args.problem_id)
-        except ValueError as e:
-            print(f"error: --problem-id: {e}", file=sys.stderr)
-            return 2
+    ids = problem_ids(args.problem_id, "--problem-id")
+    if ids:
         problems = problems.select(ids=ids)
 
     if args.baseline and args.no_baseline:
@@ -130,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
     fp32_math = _fp32_math(args, baseline, baseline_path)
 
     rows = []
-    for p in tqdm(list(problems), desc=f"roofline level {args.level}", unit="problem", file=sys.stderr,
-                  disable=None):
+    from kernelbench.progress import progress_bar
+
+    for p in progress_bar(list(problems), desc=f"roofline level {args.level}", unit="problem"):
         entry = baseline.find(p) if baseline is not None else None
         rows.append(problem_roofline(p, spec, args.precision, fp32_math, not args.datasheet_only,
                                      baseline_ms=entry.headline_ms if entry else None, use_cache=not args.no_cache))
@@ -149,11 +154,15 @@ def run(args: argparse.Namespace) -> int:
         "rates_source": "+".join(sources) if sources else None,
     }
     if args.json:
-        print_json({"level": args.level, "source": problems.source, "gpu": spec.name, "gpu_choice": why,
-                    "gpu_spec": spec.to_dict(), "precision": args.precision, "fp32_math": fp32_math,
-                    "baseline": str(baseline_path) if baseline_path else None,
-                    "baseline_mode": args.baseline_mode if baseline_path else None,
-                    "problems": [r.to_dict() for r in rows], "summary": summary})
+        import json
+
+        write_json(args, json.dumps({
+            "level": args.level, "source": problems.source, "gpu": spec.name, "gpu_choice": why,
+            "gpu_spec": spec.to_dict(), "precision": args.precision, "fp32_math": fp32_math,
+            "baseline": str(baseline_path) if baseline_path else None,
+            "baseline_mode": args.baseline_mode if baseline_path else None,
+            "problems": [r.to_dict() for r in rows], "summary": summary}, indent=2))
+    if json_to_stdout(args):
         return 0
 
     headers = ["id", "name", "GFLOP", "MB moved", "bound (ms)", "bound by"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kernelbench.cli.common import add_source_args, positive_int
+from kernelbench.cli.common import add_json_arg, add_source_args, positive_int
 from kernelbench.cli.evaluate_run import add_eval_run_args
 from kernelbench.cli.generate import add_model_args, add_run_dir_args, add_selection_args
 
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="baseline time file for speedups (default: the reference timed in the same session)")
     g.add_argument("--sample-policy", choices=["first", "best"], default="first",
                    help="which sample scores a problem: sample 0 (KernelBench) or the best correct one")
-    g.add_argument("--scores-out", default=None, help="also write the scores as JSON")
+    add_json_arg(g, "the scores", deprecated=("--scores-out",))
     p.set_defaults(func=run)
 
 
@@ -143,6 +143,6 @@ def run(args: argparse.Namespace) -> int:
     print()
     analyze_args = argparse.Namespace(
         run_dir=str(run_path), baseline=args.baseline, gpu=None, baselines_dir="baselines", mode="eager",
-        level=args.level, sample_policy=args.sample_policy, force=False, output=args.scores_out,
-        source=args.source, path=args.path)
+        level=args.level, sample_policy=args.sample_policy, force=False, json=args.json,
+        json_stdout=getattr(args, "json_stdout", sys.stdout), source=args.source, path=args.path)
     return analyze.run(analyze_args)

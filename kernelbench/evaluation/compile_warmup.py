@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -232,11 +231,10 @@ def warm_up(pairs: Sequence[tuple[object, str]], settings: EvalSettings, device:
 def _compile_all(todo: Sequence[tuple[object, str]], compile_one: Callable[[object, str], WarmupOutcome],
                  report: WarmupReport, started: float, progress: bool) -> None:
     """Run ``compile_one`` over ``todo`` in ``report.jobs`` threads; then drop the GPU-timed choices."""
-    from tqdm import tqdm
+    from kernelbench.progress import progress_bar
 
     jobs, cache_dir = report.jobs, report.cache_dir
-    bar = tqdm(total=len(todo), desc=f"compile warm-up ({jobs} at once)", unit="ref", file=sys.stderr,
-               disable=not progress)
+    bar = progress_bar(total=len(todo), desc=f"compile warm-up ({jobs} at once)", unit="ref", enabled=progress)
     try:
         with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kb-warmup") as pool:
             futures = [pool.submit(compile_one, p, m) for p, m in todo]

@@ -231,11 +231,9 @@ def generate_sample(client: LLMClient, problem: Problem, sample_id: int, run_dir
 
 
 def _progress(total: int, desc: str, enabled: bool):
-    import sys
+    from kernelbench.progress import progress_bar
 
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, file=sys.stderr, leave=False)
+    return progress_bar(total=total, desc=desc, unit="sample", enabled=enabled, leave=False)
 
 
 def _run_tasks(tasks: Sequence[Callable[[], SampleRecord]], concurrency: int, desc: str, progress: bool,

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -365,7 +364,7 @@ class ModalRunner:
 
     def _map(self, fn: Any, jobs: list[EvalJob], payloads: list[dict], on_result: ResultCallback | None,
              progress: bool) -> list[KernelResult]:
-        from tqdm import tqdm
+        from kernelbench.progress import progress_bar
 
         results: list[KernelResult | None] = [None] * len(jobs)
         failures: list[str] = []
@@ -375,7 +374,7 @@ class ModalRunner:
             if on_result is not None:
                 on_result(index, result)
 
-        bar = tqdm(total=len(jobs), desc=f"modal {self.gpu}", unit="job", file=sys.stderr, disable=not progress)
+        bar = progress_bar(total=len(jobs), desc=f"modal {self.gpu}", unit="job", enabled=progress)
         try:
             outputs = _guarded_iter(lambda: fn.map(payloads, order_outputs=False, return_exceptions=True))
             for out in outputs:
@@ -421,7 +420,7 @@ class ModalRunner:
         Each returned dict has ``entries`` (mode -> BaselineEntry fields) and ``environment``;
         ``on_result(index, data)`` fires as each arrives so callers can write incrementally.
         """
-        from tqdm import tqdm
+        from kernelbench.progress import progress_bar
 
         problems = list(problems)
         check_runnable_on_modal(problems)
@@ -451,8 +450,7 @@ class ModalRunner:
             payloads = [baseline_request_to_wire(problems[i], modes, settings, i) for i in send]
             if not payloads:
                 return out_list
-            bar = tqdm(total=len(payloads), desc=f"baselines {self.gpu}", unit="problem", file=sys.stderr,
-                       disable=not progress)
+            bar = progress_bar(total=len(payloads), desc=f"baselines {self.gpu}", unit="problem", enabled=progress)
             try:
                 for out in _guarded_iter(lambda: fn.map(payloads, order_outputs=False, return_exceptions=True)):
                     bar.update(1)

@@ -22,7 +22,9 @@ import re
 import sys
 from pathlib import Path, PurePosixPath
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This folder's ci_* modules, and the checkout's root: the repository's leaderboard/ is not part of the
+# installed package, and the trusted checkout's own code is what a workflow runs.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
 
 from ci_comments import RunContext, failure_comment, no_submissions_comment, validation_comment  # noqa: E402
 from ci_git import changed_submissions, export_blobs, fetch_pr_head, git, write_manifest  # noqa: E402
@@ -32,26 +34,25 @@ from ci_github import CIError, api_from_env, sink_from_env, upsert_comment  # no
 MAX_BODY_BYTES = 1024 * 1024
 
 
-def set_output(name: str, value: object) -> None:
-    """Append ``name=value`` to $GITHUB_OUTPUT when running under Actions."""
+def _append_to_actions_file(variable: str, what: str, name: str, value: object) -> None:
+    """Append one ``name=value`` line to the file Actions names in ``variable`` (nothing outside Actions)."""
     text = str(value)
     if "\n" in text:
-        raise CIError(f"output {name} must be one line")
-    target = os.environ.get("GITHUB_OUTPUT")
+        raise CIError(f"{what} {name} must be one line")
+    target = os.environ.get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as f:
             f.write(f"{name}={text}\n")
+
+
+def set_output(name: str, value: object) -> None:
+    """Append ``name=value`` to $GITHUB_OUTPUT when running under Actions."""
+    _append_to_actions_file("GITHUB_OUTPUT", "output", name, value)
 
 
 def set_env(name: str, value: object) -> None:
     """Append ``name=value`` to $GITHUB_ENV: later steps of the job see it as an environment variable."""
-    text = str(value)
-    if "\n" in text:
-        raise CIError(f"environment variable {name} must be one line")
-    target = os.environ.get("GITHUB_ENV")
-    if target:
-        with open(target, "a", encoding="utf-8") as f:
-            f.write(f"{name}={text}\n")
+    _append_to_actions_file("GITHUB_ENV", "environment variable", name, value)
 
 
 def _read_lines(path: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -249,9 +248,9 @@ class _Batch:
         self.lock = threading.Lock()
         self.bar = None
         if progress:
-            from tqdm import tqdm
+            from kernelbench.progress import progress_bar
 
-            self.bar = tqdm(total=len(jobs), desc="evaluating", unit="kernel", file=sys.stderr)
+            self.bar = progress_bar(total=len(jobs), desc="evaluating", unit="kernel")
         self.session_error: dict[str, Exception] = {}
 
     def _build_ahead(self, use_gpu: bool, confinement: Confinement | None,
