@@ -143,7 +143,7 @@ for phase in "${phases[@]}"; do
           [ -f "$sol" ] || continue
           p=$(basename "$sol" .py); pid=${p%%_*}
           run "profile-$be-$p" python3 -m kernelbench.cli.main profile --level 1 --problem-id "$pid" --kernel "$sol" \
-            --backend "$be" --no-sandbox --output "$OUT/profile_${be}_${p}.json" --keep-csv "$OUT/ncu_raw_${be}_${p}.csv"
+            --backend "$be" --no-sandbox --json "$OUT/profile_${be}_${p}.json" --keep-csv "$OUT/ncu_raw_${be}_${p}.csv"
         done
       done
       run profile-sandbox python3 -m kernelbench.cli.main profile --level 1 --problem-id 8 --backend triton \

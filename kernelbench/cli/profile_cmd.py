@@ -1,7 +1,7 @@
 """``kernelbench profile``: one candidate's forward under Nsight Compute, per kernel, in the sandbox.
 
-Prints the compact profile a refinement prompt carries (``--feedback profile``), or the full report as
-JSON. Exits 2 with one line when no profile can be taken here (no GPU, no ``ncu``, no permission to read
+Prints the compact profile a refinement prompt carries (``--feedback profile``); ``--json PATH`` writes the
+full report (``--json`` alone: to stdout, which then holds only the JSON). Exits 2 with one line when no profile can be taken here (no GPU, no ``ncu``, no permission to read
 the GPU's counters, the backend's package missing, a candidate that fails to run).
 """
 
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kernelbench.cli.common import add_source_args, level_type, positive_float
+from kernelbench.cli.common import add_json_arg, add_source_args, level_type, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,8 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cuda:0", help="GPU to profile on (default cuda:0)")
     p.add_argument("--ncu", default=None, help="the ncu binary (default: $KERNELBENCH_NCU, ncu on PATH, the CUDA toolkit's)")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds before ncu is stopped (600)")
-    p.add_argument("--json", action="store_true", help="print the full report as JSON")
-    p.add_argument("--output", default=None, help="also write the report JSON to this file")
+    add_json_arg(p, "the full report")
     p.add_argument("--keep-csv", default=None, metavar="PATH", help="also keep ncu's raw CSV log here")
     s = p.add_argument_group("isolation of candidate code (docs/threat-model.md)")
     x = s.add_mutually_exclusive_group()
@@ -50,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernelbench.backends import DEFAULT_BACKEND, detect_backend
+    from kernelbench.cli.common import stdout_for_json, write_json
     from kernelbench.errors import KernelBenchError
-    from kernelbench.io_utils import atomic_write_text
     from kernelbench.problems import load_problems
     from kernelbench.profiling import ProfileOptions, ProfileUnavailable, profile_candidate
 
@@ -68,14 +67,11 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     options = ProfileOptions(device=args.device, sandbox=args.sandbox, ncu=args.ncu, timeout_s=args.timeout,
                              keep_csv=args.keep_csv)
-    try:
-        report = profile_candidate(problem, source, backend, args.precision, options)
-    except ProfileUnavailable as e:
-        raise KernelBenchError(f"profile unavailable: {e}") from None
-    if args.output:
-        atomic_write_text(args.output, report.model_dump_json(indent=2) + "\n")
-    if args.json:
-        print(report.model_dump_json(indent=2))
-    else:
+    with stdout_for_json(args):
+        try:
+            report = profile_candidate(problem, source, backend, args.precision, options)
+        except ProfileUnavailable as e:
+            raise KernelBenchError(f"profile unavailable: {e}") from None
         print(report.to_text(), end="")
+    write_json(args, report.model_dump_json(indent=2))
     return 0
