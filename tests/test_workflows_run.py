@@ -220,12 +220,10 @@ def make_sample(tmp: Path, problem_set: dict | None = None) -> Sample:
     shutil.copytree(ROOT / "scripts" / "ci", origin / "scripts" / "ci",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / ".github", origin / ".github")
-    # the package's manifest, as the base branch has it (official-pin reads it without the package)
-    (origin / "kernelbench" / "data").mkdir(parents=True)
-    shutil.copy(ROOT / "kernelbench" / "data" / "kernelbench_manifest.json", origin / "kernelbench" / "data")
-    (origin / "leaderboard").mkdir()
-    # the comment job renders the validation report with the base branch's own renderer
-    shutil.copy(ROOT / "leaderboard" / "markdown.py", origin / "leaderboard" / "markdown.py")
+    # The base branch's own code, as a real checkout has it: kb_ci.py puts the checkout's root first on
+    # sys.path (leaderboard/ is not in the installed wheel), and official-pin reads the manifest as JSON.
+    for package in ("kernelbench", "leaderboard"):
+        shutil.copytree(ROOT / package, origin / package, ignore=shutil.ignore_patterns("__pycache__"))
     (origin / "leaderboard" / "exclusions.json").write_text('{"exclusions": []}\n')
     (origin / "submissions").mkdir()
     (origin / "submissions" / "README.md").write_text("# Submissions\n")
