@@ -3,7 +3,7 @@
 Each plug-in kind (a backend, a runner, a problem source) is one frozen record with a ``name``, kept
 in a :class:`Registry`. Everything that lists or looks up that kind asks the registry, so a command
 line's choices, a settings check and an error message can never disagree about what exists, and a
-wrong name always fails the same way: ``unknown backend 'x' (available: cuda, torch, triton)``.
+wrong name always fails the same way: ``unknown backend 'x' (available: cuda, cute, tilelang, torch, triton)``.
 
 This module imports nothing but :mod:`kernelbench.errors`, so any layer may use it.
 """

@@ -83,6 +83,8 @@ class RunInfo(BaseModel):
     #: Samples asked for per problem (a failed generation still counts: it gets a placeholder result).
     samples: int | None = None
     turns: int | None = None
+    #: What refinement turns send back: "verdict", or "profile" (the verdict and an Nsight Compute profile).
+    feedback: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None

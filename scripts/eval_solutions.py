@@ -14,7 +14,9 @@ took and every warning or error finding; the exit status is 1 when any solution 
 or error finding, 2 for bad usage.
 
 With no GPU, Triton solutions run under the Triton interpreter (set ``TRITON_INTERPRET=1``) and
-CUDA solutions cannot run: pass ``--backend triton``.
+CUDA, CuTe and TileLang solutions cannot run: pass ``--backend triton``. Without ``--backend``, a backend
+whose package is not installed (``kernelbench[cute]``, ``kernelbench[tilelang]``) is skipped with a line
+saying so; named with ``--backend``, its solutions are evaluated and each gets the missing-package result.
 """
 
 from __future__ import annotations
@@ -103,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     from kernelbench.solutions import list_solutions
 
     backends = args.backend or list(solution_backends())
+    if not args.backend:  # not asked for by name: a backend whose package is missing is skipped, and said so
+        for b in [b for b in backends if get_backend(b).missing_packages()]:
+            print(f"eval_solutions: skipping {b}: {get_backend(b).missing_message()}", file=sys.stderr)
+            backends.remove(b)
     solutions = [s for b in backends for s in list_solutions(b)
                  if wanted is None or (s.level, s.problem_id) in wanted]
     if not solutions:

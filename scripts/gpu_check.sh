@@ -12,6 +12,12 @@
 #                 basetests about 3.5 min. a and b together took 11 min.
 #   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
 #   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
+#   dsl           issue 26: install the CuTe DSL and TileLang wheels carried in .dsl-wheels/ (see docs/benchmarks.md,
+#                 "CuTe DSL and TileLang on the GPU machine"; without them: one line saying so, and the CuTe/TileLang
+#                 GPU tests skip), then their GPU tests: worked examples and solutions correct and timed, the
+#                 corpus, a real ncu profile per backend; then scripts/eval_solutions.py over them
+#   profile       issue 26: kernelbench profile of every 8_ReLU and 1_Square_matmul worked solution, raw ncu CSV and
+#                 report JSON saved under $OUT (ncu_raw_<backend>_<problem>.csv: commit as tests/fixtures/ncu/real_*.csv)
 #   solutions     every worked solution through the full evaluator, guards on (scripts/eval_solutions.py)
 #   adversarial   the exploit corpus at full size (tests/test_adversarial_runtime.py)
 #   memory        level 1 problem 26 (8 GiB of tensors) with every worker step's GPU memory logged
@@ -70,6 +76,12 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kb-site .whl/*.whl \
     && export PYTHONPATH=/tmp/kb-site:${PYTHONPATH:-}
 fi
+# The CuTe DSL / TileLang packages the dsl phase installed on this warm machine. A --target folder is not a site
+# folder, so the .pth that puts the CUTLASS DSL's `cutlass` package on sys.path is not read: name that folder too.
+dsl_site=/tmp/kb-dsl-site:/tmp/kb-dsl-site/nvidia_cutlass_dsl/dsl_packages
+if [ -d /tmp/kb-dsl-site ]; then
+  export PYTHONPATH=$dsl_site:${PYTHONPATH:-}
+fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 limit=${KB_PHASE_TIMEOUT:-600}
 status=0
@@ -99,12 +111,46 @@ for phase in "${phases[@]}"; do
       tests/test_adversarial_runtime.py tests/test_builtin_suite.py ;;
     tests-d) run gpu-tests-d python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
       tests/test_roofline.py tests/test_hardware.py tests/test_rate_measurement.py tests/test_leaderboard_evaluate.py \
+      tests/test_profiling.py \
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
       tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
+    dsl)
+      # Wheels come in parts (one device call carries at most 64 MiB): reassemble split files (NAME.whl.part-aa,
+      # -ab, ...) into NAME.whl, then install without the network into /tmp/kb-dsl-site.
+      if compgen -G ".dsl-wheels/*.whl*" >/dev/null; then
+        for first in .dsl-wheels/*.whl.part-aa; do
+          [ -e "$first" ] || continue
+          whl=${first%.part-aa}; cat "$whl".part-* > "$whl" && rm -f "$whl".part-*
+        done
+        run dsl-install python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+          --target /tmp/kb-dsl-site .dsl-wheels/*.whl
+        export PYTHONPATH=$dsl_site:${PYTHONPATH:-}
+      fi
+      if ! python3 -c "import cutlass.cute, tilelang" >/dev/null 2>&1; then
+        echo "dsl: nvidia-cutlass-dsl and/or tilelang are not importable here (carry their wheels in .dsl-wheels/, docs/benchmarks.md): their GPU tests skip" \
+          | tee "$OUT/dsl-missing.txt"
+      fi
+      run dsl-versions bash -c "python3 -m pip list 2>/dev/null | grep -i -E 'cutlass|tilelang|tvm|z3|cuda-bindings' || true"
+      KB_CORPUS_BACKENDS=cute,tilelang run dsl-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+        tests/test_generation_prompts.py tests/test_solutions_inprocess.py tests/test_adversarial_runtime.py \
+        tests/test_profiling.py -k "cute or tilelang"
+      run dsl-solutions python3 scripts/eval_solutions.py --backend cute --backend tilelang \
+        --out "$OUT/eval_solutions_dsl.json" ;;
+    profile)
+      for be in triton cuda cute tilelang; do
+        for sol in kernelbench/solutions/"$be"/level1/8_ReLU.py kernelbench/solutions/"$be"/level1/1_Square_matmul.py; do
+          [ -f "$sol" ] || continue
+          p=$(basename "$sol" .py); pid=${p%%_*}
+          run "profile-$be-$p" python3 -m kernelbench.cli.main profile --level 1 --problem-id "$pid" --kernel "$sol" \
+            --backend "$be" --no-sandbox --json "$OUT/profile_${be}_${p}.json" --keep-csv "$OUT/ncu_raw_${be}_${p}.csv"
+        done
+      done
+      run profile-sandbox python3 -m kernelbench.cli.main profile --level 1 --problem-id 8 --backend triton \
+        --kernel kernelbench/solutions/triton/level1/8_ReLU.py --require-sandbox ;;
     adversarial) run adversarial python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=60 tests/test_adversarial_runtime.py ;;
     memory) run memory python3 scripts/bench_evaluator.py --level 1 --problem-id 26 --verbose --out "$OUT/memory.json" ;;
     identity) run identity python3 scripts/bench_evaluator.py --levels 1 2 3 --out "$OUT/bench_identity.json" ;;

@@ -44,17 +44,17 @@ CORPUS = ROOT / "tests" / "adversarial"
 def test_unknown_backend_names_the_available_ones():
     with pytest.raises(UnknownBackendError) as info:
         get_backend("hip")
-    assert str(info.value) == "unknown backend 'hip' (available: cuda, torch, triton)"
+    assert str(info.value) == "unknown backend 'hip' (available: cuda, cute, tilelang, torch, triton)"
     assert isinstance(info.value, KernelBenchError) and isinstance(info.value, ValueError)
-    with pytest.raises(UnknownBackendError, match=r"unknown backend 'hip' \(available: cuda, torch, triton\)"):
+    with pytest.raises(UnknownBackendError, match=r"unknown backend 'hip' \(available: cuda, cute, tilelang, torch, triton\)"):
         EvalSettings(backend="hip")
 
 
 def test_the_lists_come_from_the_specs():
-    assert backend_names() == ("cuda", "torch", "triton")
-    assert prompt_backends() == ("cuda", "triton")
-    assert solution_backends() == ("cuda", "triton")
-    assert submission_backends() == ("cuda", "triton")
+    assert backend_names() == ("cuda", "cute", "tilelang", "torch", "triton")
+    assert prompt_backends() == ("cuda", "cute", "tilelang", "triton")
+    assert solution_backends() == ("cuda", "cute", "tilelang", "triton")
+    assert submission_backends() == ("cuda", "cute", "tilelang", "triton")
     assert EvalSettings().backend == DEFAULT_BACKEND == "cuda"
 
 
@@ -74,7 +74,7 @@ def test_worker_environment_and_gpu_needs():
     assert get_backend("triton").worker_env(on_gpu=False) == {"TRITON_INTERPRET": "1"}
     assert get_backend("triton").worker_env(on_gpu=True) == {}
     assert get_backend("cuda").worker_env(on_gpu=False) == {}
-    assert [s.name for s in all_backends() if s.needs_gpu] == ["cuda"]
+    assert [s.name for s in all_backends() if s.needs_gpu] == ["cuda", "cute", "tilelang"]
     with pytest.raises(TypeError):
         get_backend("triton").cpu_worker_env["X"] = "1"  # a spec is frozen, its environment too
 
@@ -220,7 +220,7 @@ def test_a_registered_backend_is_picked_up_everywhere_without_other_edits(tmp_pa
         analyze_source(TOY_SOURCE, "toy")
 
     with backend_registered(TOY):
-        assert backend_names() == ("cuda", "torch", "toy", "triton")
+        assert backend_names() == ("cuda", "cute", "tilelang", "torch", "toy", "triton")
         # detection keys on the marker import
         assert detect_backend(TOY_SOURCE) == "toy"
         # the static guard runs the toy conformity check, and its generic rules (torch-compute) apply

@@ -132,8 +132,8 @@ def test_the_old_spellings_work_hidden_and_say_they_are_deprecated(capsys):
     helps = [sub.format_help() for sub in _all_subparsers(parser)]
     assert not any("--output" in text for text in helps if "--json [PATH]" in text)
     assert not any(old in text for text in helps for old in ("--json-out", "--report-json", "--scores-out"))
-    # eval, analyze, run, demo, problems list and show, roofline, guard, leaderboard validate
-    assert sum("--json [PATH]" in text for text in helps) == 9
+    # eval, analyze, run, demo, problems list and show, roofline, profile, guard, leaderboard validate
+    assert sum("--json [PATH]" in text for text in helps) == 10
 
     for script, argv, spelling in [("compare_baselines", ["ours.json", "--json-out", "x.json"], "--json-out"),
                                    ("bench_baselines", ["--json-out", "x.json"], "--json-out")]:

@@ -31,13 +31,31 @@ def result(**kw) -> KernelResult:
     return KernelResult(**base)
 
 
-@pytest.mark.parametrize("backend", ["cuda", "triton"])
+#: What each backend's prompt must teach (its kernel marker, and how the kernel reaches the GPU).
+BACKEND_MARKERS = {
+    "cuda": ["load_inline"],
+    "triton": ["@triton.jit"],
+    "cute": ["@cute.kernel", "@cute.jit", ".launch(grid=", "cute.compile(", "cuda.CUstream(torch.cuda.current_stream()"
+             ".cuda_stream)", "## CuTe DSL notes"],
+    "tilelang": ["@T.prim_func", "@tilelang.jit(out_idx=[-1])", "tilelang.compile(func, out_idx=[...])", "T.Parallel",
+                 "TF32 tensor cores", "## TileLang notes"],
+}
+
+
+def test_every_prompt_backend_has_markers():
+    from kernelbench.backends import prompt_backends
+
+    assert set(prompt_backends()) == set(BACKEND_MARKERS)
+
+
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
 def test_prompt_has_every_part(relu, backend):
     text = build_prompt(relu, backend, "fp32", "H100")
     model_src, model_new_src = worked_example(backend)
     assert relu.code.strip() in text
     assert model_src in text and model_new_src in text
-    assert "load_inline" in text if backend == "cuda" else "@triton.jit" in text
+    for marker in BACKEND_MARKERS[backend]:
+        assert marker in text, marker
     assert "132 SMs" in text and "Hopper" in text and "3.35 TB/s" in text  # from kernelbench.hardware
     assert "float32" in text and "atol = 0.0001" in text
     assert "exactly one fenced code block" in text and "class ModelNew(nn.Module)" in text
@@ -130,13 +148,29 @@ def _import_file(path):
     return module
 
 
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
+def test_worked_examples_pass_the_static_guard_cleanly(backend):
+    """The example a prompt teaches with is what the guard wants to see: a launch, no warning."""
+    from kernelbench.backends import detect_backend
+    from kernelbench.evaluation.guards import analyze_source
+
+    _, new_src = worked_example(backend)
+    report = analyze_source(new_src, backend)
+    assert report.passed and not report.warnings and "kernel-launch" in report.rules("info"), report.to_text()
+    assert detect_backend(new_src) == backend
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["cuda", "triton"])
+@pytest.mark.parametrize("backend", list(BACKEND_MARKERS))
 def test_worked_examples_are_correct_on_the_gpu(backend, tmp_path, monkeypatch):
     import torch
 
+    from kernelbench.backends import get_backend
+
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU")
+    if get_backend(backend).missing_packages():
+        pytest.skip(get_backend(backend).missing_message())
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     model_src, new_src = worked_example(backend)
     (tmp_path / "kb_example_model.py").write_text(model_src)
@@ -165,3 +199,19 @@ def test_prompt_cli_bad_input(capsys):
     assert "999" in capsys.readouterr().err
     assert main(["prompt", "--level", "1", "--problem-id", "8", "--gpu", "Z80"]) == 2
     assert "Z80" in capsys.readouterr().err
+
+
+def test_feedback_carries_the_profile_of_the_last_correct_kernel(relu):
+    ok = result(correct=True, runtime=TimingStats(samples_ms=[2.0, 2.0]), ref_runtime=TimingStats(samples_ms=[1.0]))
+    wrong = result(correct=False, error=StageError.make(Stage.CORRECTNESS, "WrongOutput", "mismatch"))
+    profile = "Nsight Compute profile of one forward ...\n- relu_kernel (yours) -> memory-bound (91% of peak)"
+    fb = build_feedback_prompt(relu, "cute", "fp32", "H100", "code", ok, turn=2, profile=profile, profile_turn=2)
+    assert "## Profile of your last correct kernel (the attempt above)\n\n" + profile in fb
+    assert "the profile shows where its time goes" in fb
+    # the last attempt was wrong: the profile is an earlier turn's, and it says which
+    fb = build_feedback_prompt(relu, "cute", "fp32", "H100", "code", wrong, turn=3, profile=profile, profile_turn=2)
+    assert "## Profile of your last correct kernel (turn 2)" in fb and "Fix the problem." in fb
+    gone = build_feedback_prompt(relu, "cute", "fp32", None, "code", ok, turn=2,
+                                 profile="profile unavailable: no NVIDIA GPU", profile_turn=2)
+    assert "profile unavailable: no NVIDIA GPU" in gone and "the profile shows" not in gone
+    assert "## Profile" not in build_feedback_prompt(relu, "cute", "fp32", None, "code", ok, turn=2)

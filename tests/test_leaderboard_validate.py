@@ -324,3 +324,22 @@ def test_cli_validate_prints_which_kernels_need_the_hub(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if "[needs-hub]" in ln]
     assert "level_4_problem_1_sample_0" in line and "gpt2" in line and "Hugging Face hub" in line
+
+
+def test_cute_and_tilelang_kernels_are_detected_and_guarded(tmp_path, problems):
+    """Issue 26: metadata-less kernels are detected as cute / tilelang; a declared one that never launches its own
+    kernel is refused by the guard, as the evaluator would refuse it."""
+    solutions = REPO / "kernelbench" / "solutions"
+    cute = (solutions / "cute" / "level1" / "8_ReLU.py").read_text()
+    tilelang = (solutions / "tilelang" / "level1" / "8_ReLU.py").read_text()
+    path = F.write_submission(tmp_path / "dsl.json", F.submission_dict(kernels={
+        "level_1_problem_1_sample_0": cute, "level_1_problem_2_sample_0": tilelang}))
+    r = validate_file(path, problems)
+    assert r.backends == {"cute": 1, "tilelang": 1}
+    assert r.passed, [i for i in r.issues if i.severity == "error"]
+    cheat = (REPO / "tests" / "adversarial" / "e24_cute_compiled_not_called.py").read_text()
+    path = F.write_submission(tmp_path / "cheat.json", F.submission_dict(backend="cute", kernels={
+        "level_1_problem_1_sample_0": cheat}))
+    r = validate_file(path, problems)
+    assert not r.passed and "guard:kernel-not-launched" in codes(r)
+    assert r.backends == {"cute": 1}

@@ -425,6 +425,10 @@ if __name__ == "__main__":
 
 TRITON_FILES = _solution_files("triton")
 CUDA_FILES = _solution_files("cuda")
+#: CuTe DSL and TileLang: GPU only (no interpreter), and only where their packages are installed. Written and
+#: compiled (PTX / cubin for sm_90a) without a GPU; their GPU test below is their first run.
+DSL_FILES = _solution_files("cute") + _solution_files("tilelang")
+_DSL_MARKERS = {"cute": "@cute.kernel", "tilelang": "@T.prim_func"}
 
 
 def test_every_triton_solution_has_small_shapes():
@@ -437,7 +441,7 @@ def test_every_triton_solution_has_small_shapes():
 _TORCH_COMPUTE = {"relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "silu",
                   "matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "einsum", "sum", "mean", "max", "amax",
                   "erf", "exp", "rsqrt", "sqrt", "logsumexp", "norm", "cumsum", "argmax", "conv2d", "dropout"}
-_KERNEL_NAMESPACES = {"tl", "triton", "libdevice", "math"}
+_KERNEL_NAMESPACES = {"tl", "triton", "libdevice", "math", "cute", "cutlass", "T"}
 
 
 def _reference_ops_called(source: str) -> list[str]:
@@ -463,12 +467,14 @@ def _reference_ops_called(source: str) -> list[str]:
 
 
 def test_solutions_define_modelnew_and_call_no_reference_op():
-    for p in TRITON_FILES + CUDA_FILES:
+    assert len(_solution_files("cute")) >= 2 and len(_solution_files("tilelang")) >= 2
+    for p in TRITON_FILES + CUDA_FILES + DSL_FILES:
         src = p.read_text()
         tree = ast.parse(src, filename=str(p))
         classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
         assert "ModelNew" in classes, f"{_ident(p)} defines no ModelNew"
-        marker = "@triton.jit" if p.is_relative_to(SOLUTIONS / "triton") else "__global__"
+        backend = p.parents[1].name
+        marker = {"triton": "@triton.jit", "cuda": "__global__"}.get(backend) or _DSL_MARKERS[backend]
         assert marker in src, f"{_ident(p)} has no {marker} kernel"
         assert not _reference_ops_called(src), f"{_ident(p)} calls PyTorch compute: {_reference_ops_called(src)}"
 
@@ -486,7 +492,7 @@ def test_solutions_api_lists_every_file():
     from kernelbench.solutions import get_solution, list_solutions, submission_kernels
 
     listed = list_solutions()
-    assert {s.path for s in listed} == set(TRITON_FILES + CUDA_FILES)
+    assert {s.path for s in listed} == set(TRITON_FILES + CUDA_FILES + DSL_FILES)
     suite = load_builtin()
     for s in listed:  # every solution answers a real problem, under the problem's own file name
         assert suite.get(s.level, s.problem_id).name == s.name, s
@@ -721,10 +727,14 @@ def gpu_times():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_available(), reason="needs an NVIDIA GPU")
-@pytest.mark.parametrize("path", TRITON_FILES + CUDA_FILES,
+@pytest.mark.parametrize("path", TRITON_FILES + CUDA_FILES + DSL_FILES,
                          ids=lambda p: f"{p.parents[1].name}/{_ident(p)}")
 def test_solution_on_gpu(path: Path, gpu_times: list):
+    from kernelbench.backends import get_backend
+
     backend = path.parents[1].name
+    if get_backend(backend).missing_packages():
+        pytest.skip(get_backend(backend).missing_message())
     (res,) = _run_child([_spec(path, backend, "cuda", timing=True)], "cuda", timeout_s=1800)
     if res["ok"]:
         gpu_times.append([backend, _ident(path), res["eager_ms"], res["solution_ms"], res["speedup"], res["worst_ratio"]])

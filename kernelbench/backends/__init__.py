@@ -1,4 +1,4 @@
-"""Kernel backends (cuda, triton, torch): one :class:`BackendSpec` each, in one registry.
+"""Kernel backends (cuda, triton, cute, tilelang, torch): one :class:`BackendSpec` each, in one registry.
 
 Everything that differs by backend reads the spec: settings validation and the ``--backend`` choices
 (:func:`backend_names`), the static guard's conformity checks, the runtime guard's kernel names, the
@@ -32,7 +32,7 @@ for _spec in BUILTIN:
 
 
 def get_backend(name: str) -> BackendSpec:
-    """The spec of ``name``; raises :class:`UnknownBackendError` ("... (available: cuda, torch, triton)")."""
+    """The spec of ``name``; raises :class:`UnknownBackendError` ("... (available: cuda, cute, tilelang, torch, triton)")."""
     return REGISTRY.get(name)
 
 

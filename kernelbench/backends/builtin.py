@@ -47,6 +47,46 @@ TRITON = BackendSpec(
     submissions=True,
 )
 
+CUTE = BackendSpec(
+    name="cute",
+    display_name="CuTe DSL",
+    summary="CUTLASS's Python DSL (CuTe): @cute.kernel kernels launched from a @cute.jit host function",
+    # A source with a C++ extension stays cuda; one with Triton code and CuTe kernels is cute (the DSL needs
+    # its own package and a GPU, as cuda does).
+    detection=Detection(modules=("cutlass",), precedence=15),
+    conformity=f"{_GUARDS}.conformity:check_cute",
+    kernel_names=f"{_GUARDS}.runtime:cute_kernel_names",
+    # No interpreter: the DSL compiles for a GPU (cute.compile works on the CPU, running does not).
+    needs_gpu=True,
+    # The DSL's own compile cache (otherwise under the shared temporary folder) stays per candidate.
+    private_dirs_env={"CUTE_DSL_CACHE_DIR": ".cute_dsl/cache"},
+    requires=("cutlass",),
+    extra="cute",
+    build_estimate_s=30.0,  # cute.compile: MLIR to PTX to cubin, at the first forward
+    prompt=PromptSpec(template="cute.j2", example="cute_model_new.py",
+                      example_intro="a fused CuTe DSL kernel (a @cute.kernel launched from a @cute.jit function)"),
+    worked_solutions=True,
+    submissions=True,
+)
+
+TILELANG = BackendSpec(
+    name="tilelang",
+    display_name="TileLang",
+    summary="TileLang kernels (@T.prim_func / @tilelang.jit) compiled with tilelang.compile",
+    detection=Detection(modules=("tilelang",), precedence=15),
+    conformity=f"{_GUARDS}.conformity:check_tilelang",
+    kernel_names=f"{_GUARDS}.runtime:tilelang_kernel_names",
+    needs_gpu=True,  # TileLang generates CUDA C++ and builds it with nvcc: a GPU runs it
+    private_dirs_env={"TILELANG_CACHE_DIR": ".tilelang/cache"},
+    requires=("tilelang",),
+    extra="tilelang",
+    build_estimate_s=30.0,  # TVM lowering plus nvcc, at the first forward
+    prompt=PromptSpec(template="tilelang.j2", example="tilelang_model_new.py",
+                      example_intro="a fused TileLang kernel (a @T.prim_func compiled with tilelang.compile)"),
+    worked_solutions=True,
+    submissions=True,
+)
+
 TORCH = BackendSpec(
     name="torch",
     display_name="PyTorch",
@@ -55,7 +95,7 @@ TORCH = BackendSpec(
     build_estimate_s=5.0,  # nothing to build
 )
 
-BUILTIN: tuple[BackendSpec, ...] = (CUDA, TRITON, TORCH)
+BUILTIN: tuple[BackendSpec, ...] = (CUDA, TRITON, CUTE, TILELANG, TORCH)
 #: The backend assumed when none is named or detected (the evaluator's default). A source with no
 #: kernel at all then fails cuda's conformity: a candidate without a kernel of its own fails whatever
 #: it claims.

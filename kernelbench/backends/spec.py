@@ -3,8 +3,8 @@
 The parts are: its name; how a source reveals it (:class:`Detection`); what the static guard requires
 of it (``conformity``); how its kernels are told apart from PyTorch's at run time (``kernel_names``,
 ``records_launches``); what its worker processes need (``needs_gpu``, ``cpu_worker_env``,
-``builds_ahead``); and what generation and the leaderboard offer for it (``prompt``,
-``worked_solutions``, ``submissions``).
+``builds_ahead``, ``private_dirs_env``) and which packages it needs installed (``requires``, ``extra``);
+and what generation and the leaderboard offer for it (``prompt``, ``worked_solutions``, ``submissions``).
 
 Code that implements a part for one backend (a conformity check, a kernel-name reader) lives with the
 layer that runs it (the guards) and is named here as ``"module:function"``, looked up on first use.
@@ -107,6 +107,15 @@ class BackendSpec:
     cpu_worker_env: Mapping[str, str] = field(default_factory=dict)
     #: A batch builds the candidate's extension ahead, on the CPU, while the GPU evaluates others.
     builds_ahead: bool = False
+    #: Environment variables naming a folder the backend's compiler caches into, as a path relative to the
+    #: candidate worker's private scratch folder (``{"TILELANG_CACHE_DIR": ".tilelang/cache"}``): a cache
+    #: one candidate writes must never be read by another (it could hold a kernel planted for it).
+    private_dirs_env: Mapping[str, str] = field(default_factory=dict)
+    #: Top-level modules a candidate of this backend imports, which the package does not depend on:
+    #: evaluating such a candidate where one is missing gives a one-line result naming :attr:`extra`.
+    requires: tuple[str, ...] = ()
+    #: The optional dependency group that installs :attr:`requires` (``pip install 'kernelbench[<extra>]'``).
+    extra: str | None = None
     #: Rough seconds to build one candidate (import and compile), for the cost estimate before a paid dispatch.
     build_estimate_s: float = 30.0
     #: What generation asks for it with (None: no prompts for this backend).
@@ -120,10 +129,36 @@ class BackendSpec:
         if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
             raise ValueError(f"backend name {self.name!r} must be a lowercase identifier")
         object.__setattr__(self, "cpu_worker_env", MappingProxyType(dict(self.cpu_worker_env)))
+        object.__setattr__(self, "private_dirs_env", MappingProxyType(dict(self.private_dirs_env)))
+        for rel in self.private_dirs_env.values():
+            if rel.startswith("/") or ".." in rel.split("/"):
+                raise ValueError(f"backend {self.name}: private folder {rel!r} must be relative to the worker's scratch")
 
     def worker_env(self, on_gpu: bool) -> dict[str, str]:
         """Environment variables a candidate worker of this backend gets on a GPU or on the CPU."""
         return {} if on_gpu else dict(self.cpu_worker_env)
+
+    def missing_packages(self) -> list[str]:
+        """The modules of :attr:`requires` this interpreter cannot import (found, not imported: cheap)."""
+        import importlib.util
+
+        missing = []
+        for module in self.requires:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                missing.append(module)
+        return missing
+
+    def missing_message(self, missing: list[str] | None = None) -> str:
+        """One line saying what is not installed and how to install it."""
+        missing = self.missing_packages() if missing is None else missing
+        what = ", ".join(missing) or ", ".join(self.requires)
+        fix = f"pip install 'kernelbench[{self.extra}]'" if self.extra else f"install {what}"
+        return (f"{self.display_name} candidates need the Python package(s) {what}, which are not installed "
+                f"where this evaluation runs: {fix}")
 
     def conformity_check(self) -> Callable[..., None] | None:
         return resolve(self.conformity) if self.conformity is not None else None

@@ -185,7 +185,7 @@ def record_run_info(rd: RunDirectory, args: argparse.Namespace, config: Generati
         samples=max(samples, info.samples or 0), turns=turns, temperature=config.temperature,
         max_tokens=config.max_tokens, reasoning_effort=config.reasoning_effort,
         created_at=info.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        kernelbench_version=__version__,
+        kernelbench_version=__version__, feedback=getattr(args, "feedback", None) if turns > 1 else None,
     )
 
 

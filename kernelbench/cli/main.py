@@ -34,6 +34,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("single", "kernelbench.cli.single"),
     ("baselines", "kernelbench.cli.baselines"),
     ("roofline", "kernelbench.cli.roofline"),
+    ("profile", "kernelbench.cli.profile_cmd"),
     ("guard", "kernelbench.cli.guard"),
     ("leaderboard", "kernelbench.cli.leaderboard"),
     ("serve", "kernelbench.cli.serve"),

@@ -43,8 +43,32 @@ def add_refine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=positive_int, default=1,
                    help="refinement turns per sample: each verdict goes back to the model, the best correct "
                         "kernel is kept, every turn stays on disk (default 1: no refinement)")
+    p.add_argument("--feedback", choices=("verdict", "profile"), default="verdict",
+                   help="what goes back each turn: the verdict (errors and times), or also an Nsight Compute "
+                        "profile of the last correct kernel (needs ncu and a local GPU; otherwise the prompt says "
+                        "'profile unavailable: <why>'; see `kernelbench profile`)")
     p.add_argument("--target-gpu", default=None,
                    help="GPU the prompt describes (default: --gpu with --runner modal, else the local GPU) or 'none'")
+
+
+def make_profiler(args: argparse.Namespace, backend: str, precision: str):
+    """The profiler ``--feedback profile`` uses (None for ``--feedback verdict``); refuses it with one turn."""
+    from kernelbench.errors import KernelBenchError
+
+    if getattr(args, "feedback", "verdict") != "profile":
+        return None
+    if args.turns < 2:
+        raise KernelBenchError("--feedback profile needs --turns 2 or more (the profile goes into the next turn's "
+                               "prompt)")
+    from kernelbench.generation.profiles import local_profiler, unavailable_profiler
+
+    if args.runner != "local":
+        return unavailable_profiler(f"profiles are taken with ncu on a local GPU; this run evaluates on {args.runner}")
+    from kernelbench.profiling import ProfileOptions
+
+    device = args.device if args.device and args.device.startswith("cuda") else "cuda:0"
+    options = ProfileOptions(device=device, sandbox=args.sandbox, allow_network=getattr(args, "allow_network", False))
+    return local_profiler(backend, precision, options)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,12 +123,14 @@ def run(args: argparse.Namespace) -> int:
     record_run_info(rd, args, client.config, options, problems, args.samples, args.turns)
     runner = make_runner(args)
     tracker = SpendTracker(args.max_cost)
+    profiler = make_profiler(args, backend, settings.precision)
 
     print(f"Run {run_path}: level {args.level}, {len(problems)} problem(s) x {args.samples} sample(s), "
           f"{client.config.model}, backend {backend}, {args.turns} turn(s)", file=sys.stderr)
     if args.turns > 1:
         refined = refine_samples(problems, rd, client, options, settings, runner, args.turns, samples=args.samples,
-                                 concurrency=args.concurrency, tracker=tracker)
+                                 concurrency=args.concurrency, tracker=tracker, feedback=args.feedback,
+                                 profiler=profiler)
         gen_summary = refined.generation
     else:
         gen_summary = generate_samples(problems, rd, client, options, samples=args.samples,

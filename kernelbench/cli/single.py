@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.cli.eval_cmd import format_verdict
     from kernelbench.cli.evaluate_run import make_runner, settings_for
     from kernelbench.cli.generate import check_resume, make_client, record_run_info
-    from kernelbench.cli.run_cmd import target_gpu
+    from kernelbench.cli.run_cmd import make_profiler, target_gpu
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalJob, EvalSettings
     from kernelbench.generation.pipeline import PromptOptions, SpendTracker, generate_samples, refine_samples
@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise KernelBenchError("--model is required to generate a kernel (or pass --kernel FILE)")
     if backend not in prompt_backends():
         raise PromptError(f"--backend {backend}: generation has prompts for {', '.join(prompt_backends())} only")
+    profiler = make_profiler(args, backend, settings.precision)
     client = make_client(args)
     run_path = Path(args.run_dir) if args.run_dir else _fresh_run_dir(args)
     rd = RunDirectory(run_path, level=args.level)
@@ -95,12 +96,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.turns > 1:
         refined = refine_samples(selected, rd, client, options, settings, runner, args.turns, samples=1,
-                                 concurrency=1, tracker=tracker)
+                                 concurrency=1, tracker=tracker, feedback=args.feedback, profiler=profiler)
         chain = refined.chains[0]
         for t in chain.turns:
             s = t.summary()
             print(f"turn {s['turn']}: {s['verdict']}" + (f" ({s['error']})" if s["error"] else "")
-                  + (f", speedup {s['speedup']:.3f}x" if s["speedup"] else ""))
+                  + (f", speedup {s['speedup']:.3f}x" if s["speedup"] else "")
+                  + (f"; {s['profile'].splitlines()[0]}" if s.get("profile") and s["profile"].startswith(
+                      "profile unavailable") else ""))
         best = chain.best()
         record = refined.generation.records[-1] if refined.generation.records else None
         source = best.source if best else None

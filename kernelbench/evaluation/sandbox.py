@@ -75,6 +75,11 @@ def private_environment(dirs: WorkerDirs, confinement: Confinement | None) -> di
            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
            "TORCH_EXTENSIONS_DIR": os.path.join(build, "torch_extensions"),
            compile_cache.BUILD_DIR_ENV: build, compile_cache.CACHE_ENV: str(compile_cache.base_root())}
+    from kernelbench.backends import all_backends
+
+    for spec in all_backends():  # the DSLs' own compile caches (CuTe's defaults to the shared /tmp)
+        for var, rel in spec.private_dirs_env.items():
+            env[var] = os.path.join(scratch, rel)
     if confinement is not None:
         # Alone in its PID namespace, the worker's CUDA IPC handles cannot be opened by the reference.
         env.update({"TMPDIR": "/tmp", "USER": "kbsandbox", "LOGNAME": "kbsandbox", transport.HOST_COPY_ENV: "1"})

@@ -11,6 +11,11 @@ batch, then send each sample its verdict. Turn ``k`` keeps its files as ``..._tu
 ``..._turn<k>_prompt.txt``, ``..._turn<k>_response.txt``, ``..._turn<k>_usage.json`` and
 ``..._turn<k>_result.json``; the best correct kernel (fastest, earliest on ties; the last attempt if
 none is correct) is copied to the plain kernel name and its result saved to ``eval_results.json``.
+
+With ``feedback="profile"`` every correct turn is also profiled (Nsight Compute, see
+:mod:`kernelbench.profiling`): the compact profile is kept as ``..._turn<k>_profile.txt`` (the report as
+``..._turn<k>_profile.json`` when there is one, "profile unavailable: <why>" otherwise) and the next prompt
+carries the profile of the last correct turn.
 """
 
 from __future__ import annotations
@@ -40,8 +45,25 @@ log = logging.getLogger(__name__)
 
 PROMPT, RESPONSE, REASONING, USAGE, KERNEL, RESULT = (
     "prompt.txt", "response.txt", "reasoning.txt", "usage.json", "kernel.py", "result.json")
+PROFILE_TEXT, PROFILE_JSON = "profile.txt", "profile.json"
 TURNS_SUMMARY = "turns.json"
 Status = Literal["generated", "failed", "skipped", "not_run"]
+#: What a refinement turn sends back: the verdict (errors, times), or the verdict and a profile of the last
+#: correct kernel.
+FEEDBACK_MODES: tuple[str, ...] = ("verdict", "profile")
+
+
+@dataclass(frozen=True)
+class ProfileNote:
+    """A profile for the next prompt: the compact text, and the report as JSON when one was taken."""
+
+    text: str
+    report_json: str | None = None
+
+
+#: Profiles one correct kernel: ``(problem, source) -> ProfileNote``. It must not raise: when no profile can be
+#: taken it says so in the note ("profile unavailable: <why>"), which goes to the model as it is.
+Profiler = Callable[["Problem", str], ProfileNote]
 
 
 @dataclass(frozen=True)
@@ -274,14 +296,19 @@ class TurnOutcome:
     source: str | None
     result: KernelResult | None
     extraction_error: str | None = None
+    #: The profile of this turn's kernel (correct turns, ``feedback="profile"``), as the next prompt shows it.
+    profile: str | None = None
 
     def summary(self) -> dict:
         r = self.result
-        return {"turn": self.turn, "has_code": self.source is not None,
-                "verdict": r.verdict() if r is not None else "no-code",
-                "correct": bool(r and r.correct), "speedup": r.speedup if r is not None else None,
-                "runtime_ms": r.runtime_ms if r is not None else None,
-                "error": (r.error.one_line() if r is not None and r.error else self.extraction_error)}
+        out = {"turn": self.turn, "has_code": self.source is not None,
+               "verdict": r.verdict() if r is not None else "no-code",
+               "correct": bool(r and r.correct), "speedup": r.speedup if r is not None else None,
+               "runtime_ms": r.runtime_ms if r is not None else None,
+               "error": (r.error.one_line() if r is not None and r.error else self.extraction_error)}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        return out
 
 
 @dataclass
@@ -292,6 +319,11 @@ class Chain:
     sample_id: int
     turns: list[TurnOutcome] = field(default_factory=list)
     stopped: str | None = None
+
+    def last_profiled(self) -> TurnOutcome | None:
+        """The last correct turn that has a profile (what ``feedback="profile"`` sends back)."""
+        done = [t for t in self.turns if t.result is not None and t.result.correct and t.profile is not None]
+        return done[-1] if done else None
 
     def best(self) -> TurnOutcome | None:
         """The fastest correct turn (earliest on ties), else the last turn that produced code."""
@@ -327,20 +359,46 @@ def _load_turn(run_dir: RunDirectory, chain: Chain, turn: int) -> TurnOutcome | 
     if source is None or not source.strip():
         return None
     result = KernelResult.from_json(result_text) if result_text else None
-    return TurnOutcome(turn, source, result)
+    return TurnOutcome(turn, source, result, profile=_read_text(run_dir.file_for(lv, pid, sid, pre + PROFILE_TEXT)))
+
+
+def _profile_turn(run_dir: RunDirectory, chain: Chain, outcome: TurnOutcome, profiler: Profiler) -> None:
+    """Profile a correct turn's kernel once (a resumed run keeps the profile it has) and keep the note."""
+    if outcome.profile is not None or outcome.source is None:
+        return
+    try:
+        note = profiler(chain.problem, outcome.source)
+    except Exception as e:  # a profiler must not raise; if one does, the run goes on and the prompt says why
+        log.exception("profiling %s turn %d failed", chain.problem.key, outcome.turn)
+        note = ProfileNote(f"profile unavailable: {type(e).__name__}: {e}")
+    lv, pid, sid = chain.problem.level, chain.problem.problem_id, chain.sample_id
+    pre = _prefix(outcome.turn)
+    if note.report_json is not None:
+        atomic_write_text(run_dir.file_for(lv, pid, sid, pre + PROFILE_JSON), note.report_json)
+    atomic_write_text(run_dir.file_for(lv, pid, sid, pre + PROFILE_TEXT), note.text)
+    outcome.profile = note.text
 
 
 def refine_samples(problems: ProblemSet | Sequence[Problem], run_dir: RunDirectory, client: LLMClient,
                    options: PromptOptions, settings: EvalSettings, runner: Runner, turns: int,
                    samples: int = 1, concurrency: int = 4, tracker: SpendTracker | None = None,
                    progress: bool = True,
-                   on_record: Callable[[SampleRecord], None] | None = None) -> RefinementSummary:
-    """Generate, evaluate and feed back the verdict, ``turns`` times per sample; keep the best kernel."""
+                   on_record: Callable[[SampleRecord], None] | None = None,
+                   feedback: str = "verdict", profiler: Profiler | None = None) -> RefinementSummary:
+    """Generate, evaluate and feed back the verdict, ``turns`` times per sample; keep the best kernel.
+
+    With ``feedback="profile"``, ``profiler`` profiles every correct turn and the next prompt carries the
+    profile of the last correct one (kept beside the turn's files as ``turn<k>_profile.txt``).
+    """
     from kernelbench.evaluation.settings import EvalJob
     from kernelbench.prompts import build_feedback_prompt, build_prompt
 
     if turns < 1:
         raise ValueError("turns must be at least 1")
+    if feedback not in FEEDBACK_MODES:
+        raise ValueError(f"unknown feedback {feedback!r} (choose from {', '.join(FEEDBACK_MODES)})")
+    if feedback == "profile" and profiler is None:
+        raise ValueError("feedback='profile' needs a profiler")
     tracker = tracker or SpendTracker()
     chains = [Chain(p, s) for p in problems for s in range(samples)]
     gen = GenerationSummary(cap_usd=tracker.cap_usd)
@@ -361,10 +419,13 @@ def refine_samples(problems: ProblemSet | Sequence[Problem], run_dir: RunDirecto
             else:
                 prev = chain.turns[-1]
                 best = chain.best()
+                profiled = chain.last_profiled() if feedback == "profile" else None
                 prompt = build_feedback_prompt(
                     chain.problem, options.backend, options.precision, options.gpu, prev.source, prev.result,
                     prev.turn, extraction_error=prev.extraction_error,
-                    best=best.result if best is not None else None, tolerance_mode=options.tolerance_mode)
+                    best=best.result if best is not None else None, tolerance_mode=options.tolerance_mode,
+                    profile=profiled.profile if profiled is not None else None,
+                    profile_turn=profiled.turn if profiled is not None else None)
             pending[(chain.problem.problem_id, chain.sample_id)] = chain
             tasks.append(lambda c=chain, pr=prompt, t=turn: generate_sample(client, c.problem, c.sample_id, run_dir,
                                                                              pr, tracker, turn=t))
@@ -401,6 +462,12 @@ def refine_samples(problems: ProblemSet | Sequence[Problem], run_dir: RunDirecto
                 c.turns[-1].result = got.get(i)
                 if i not in got:
                     log.warning("%s turn %d: the runner returned no result", c.problem.key, turn)
+        # 3. profile this turn's correct kernels (one at a time: a profile owns the GPU while it runs)
+        if feedback == "profile" and profiler is not None and turn < turns:
+            for c in chains:
+                last = c.turns[-1] if c.turns else None
+                if last is not None and last.turn == turn and last.result is not None and last.result.correct:
+                    _profile_turn(run_dir, c, last, profiler)
         if tracker.reached:
             for c in chains:
                 c.stopped = c.stopped or "spend cap reached"

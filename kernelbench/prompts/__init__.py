@@ -180,11 +180,14 @@ def describe_verdict(result: KernelResult | None, extraction_error: str | None =
 def build_feedback_prompt(problem: Problem, backend: str, precision: str, gpu: str | GpuSpec | None,
                           previous_source: str | None, result: KernelResult | None, turn: int,
                           extraction_error: str | None = None, best: KernelResult | None = None,
-                          tolerance_mode: str = "default") -> str:
+                          tolerance_mode: str = "default", profile: str | None = None,
+                          profile_turn: int | None = None) -> str:
     """The prompt for the turn after ``turn``: the task again, the previous kernel and its verdict.
 
     Each turn is a fresh single message rather than a growing conversation, so the context stays
-    the same size however many turns there are.
+    the same size however many turns there are. ``profile`` (refinement with ``--feedback profile``) is the
+    Nsight Compute summary of the last correct kernel, from turn ``profile_turn``, or the line saying why
+    there is none.
     """
     base = build_prompt(problem, backend, precision, gpu, tolerance_mode)
     verdict = describe_verdict(result if previous_source else None, extraction_error)
@@ -198,8 +201,12 @@ def build_feedback_prompt(problem: Problem, backend: str, precision: str, gpu: s
     if best is not None and best.correct and best.speedup is not None and best is not result:
         best_note = (f"Your best correct kernel so far reached a speedup of {best.speedup:.3g}x; "
                      f"an answer that is slower or wrong will not replace it.")
+    if profile and not profile.startswith("profile unavailable") and result is not None and result.correct:
+        instruction = "Make it faster while keeping it correct: the profile shows where its time goes."
     text = _environment().get_template("feedback.j2").render(
         base_prompt=base.strip(), turn=turn, previous_source=(previous_source or "").strip() or None,
         verdict=verdict, best_note=best_note, instruction=instruction,
+        profile=_trim(profile) if profile else None, profile_turn=profile_turn,
+        profile_is_previous=profile_turn == turn,
     )
     return text.strip() + "\n"

@@ -4,7 +4,9 @@ Calls are followed through module-level functions, methods of ``ModelNew`` and o
 classes (``self.m()``, ``Helper.apply()``, submodules built in ``__init__``), aliases assigned
 from them, and ``torch.ops`` custom ops defined in the file. A Triton launch is a subscript
 call ``kernel[grid](...)`` (or ``kernel.run``); a CUDA launch is a call of a function object of an
-extension built with ``load_inline``/``load`` (``self.ext.relu(x)``, ``module.fn(x)``).
+extension built with ``load_inline``/``load`` (``self.ext.relu(x)``, ``module.fn(x)``). CuTe DSL and TileLang
+launches (a ``@cute.jit`` host function, or a compiled kernel) are recognised by
+:mod:`~kernelbench.evaluation.guards.dsl`, whose kernel and host bodies the walk does not enter.
 Unknown calls are not followed; the analysis errs towards finding a launch, because the runtime
 launch trace is the real test and a false "not launched" error would fail an honest candidate.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kernelbench.evaluation.guards.dsl import DslIndex, Launch
 from kernelbench.evaluation.guards.names import Resolver, const_str, matches
 
 FuncNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -60,6 +63,8 @@ class CallSite:
     ext_fn: str | None = None
     #: What PyTorch compute this call is, in words.
     compute: str | None = None
+    #: A CuTe DSL or TileLang kernel this call runs.
+    dsl_launch: Launch | None = None
 
 
 @dataclass
@@ -87,6 +92,7 @@ class Program:
         self.name_values: dict[str, list[ast.expr]] = {}
         self._index()
         self._index_ext()
+        self.dsl = DslIndex(tree, resolver)
 
     # --- indexing ----------------------------------------------------------------------------
 
@@ -200,6 +206,10 @@ class Program:
                 elif isinstance(t, ast.Attribute) and v in self.jit:
                     self.jit_attr_aliases[t.attr] = v
 
+    def is_dsl_handle(self, e: ast.expr | None) -> bool:
+        """A compiled CuTe or TileLang kernel (see :class:`~kernelbench.evaluation.guards.dsl.HandleIndex`)."""
+        return self.dsl.cute_handles.is_handle(e) or self.dsl.tilelang_handles.is_handle(e)
+
     def is_ext(self, e: ast.expr | None) -> bool:
         if e is None:
             return False
@@ -311,6 +321,7 @@ class Program:
 
     def analyze_call(self, call: ast.Call, ctx: FuncCtx) -> CallSite:
         site = CallSite(node=call, owner=ctx.node)
+        site.dsl_launch = self.dsl.launch_of(call)
         f = call.func
         path = self.r.resolve(f)
         if isinstance(f, ast.Subscript):

@@ -1,5 +1,7 @@
 """Backend conformity: a cuda candidate launches its own ``__global__`` kernel, a triton one its
-own ``@triton.jit`` kernel, from ``ModelNew.forward``'s call graph.
+own ``@triton.jit`` kernel, a cute one a ``@cute.kernel`` through a ``@cute.jit`` host function, a tilelang one
+the compiled form of its own ``@T.prim_func``, from ``ModelNew.forward``'s call graph (the DSLs' kernels and
+launches are found by :mod:`~kernelbench.evaluation.guards.dsl`).
 
 Each check is named by its backend's spec (:mod:`kernelbench.backends`) and called by the static
 guard as ``check(ctx, sink, required, anchor)``.
@@ -123,3 +125,68 @@ def check_cuda(ctx: GuardContext, sink: FindingSink, required: bool, anchor: int
         for site, name, cname, _v in verdicts:
             sink.add("kernel-not-launched", f"extension function {name} (C++ {cname}) launches no __global__ kernel",
                      site.node.lineno)
+
+
+def _report_dsl_launches(sink: FindingSink, sites: list, display: str) -> None:
+    for site in sites:
+        sink.add("kernel-launch", f"forward runs {display} through {site.dsl_launch.what}", site.node.lineno)
+
+
+def check_cute(ctx: GuardContext, sink: FindingSink, required: bool, anchor: int | None) -> None:
+    """A cute candidate's forward runs a @cute.jit host function that launches one of its @cute.kernel functions,
+    directly or through the function ``cute.compile(host, ...)`` returned."""
+    dsl, reach = ctx.prog.dsl, ctx.reach
+    if not dsl.cute_kernels:
+        if required:
+            sink.add("no-custom-kernel", "no @cute.kernel function is defined: a cute candidate must launch its own "
+                                         "CuTe kernel (kernel(...).launch(grid=..., block=...) in a @cute.jit "
+                                         "function)", anchor)
+        return
+    hosts = dsl.launching_hosts()
+    launched_anywhere = set().union(*hosts.values()) if hosts else set()
+    if not hosts:
+        if required:
+            for name, fn in sorted(dsl.cute_kernels.items(), key=lambda kv: kv[1].lineno):
+                sink.add("kernel-not-launched", f"CuTe kernel {name} is never launched: call {name}(...).launch("
+                                                "grid=..., block=...) in a @cute.jit function", fn.lineno)
+        return
+    sites = reach.dsl_launches("cute")
+    if not sites:
+        if required:
+            host, kernels = min(hosts.items(), key=lambda kv: dsl.cute_hosts[kv[0]].lineno)
+            sink.add("kernel-not-launched", f"the @cute.jit function {host} launches {', '.join(sorted(kernels))}, "
+                                            f"but ModelNew.forward never runs it (call {host}(...), or the function "
+                                            f"cute.compile({host}, ...) returns)", dsl.cute_hosts[host].lineno)
+        return
+    _report_dsl_launches(sink, sites, "CuTe kernels")
+    run = set().union(*(set(s.dsl_launch.kernels) for s in sites))
+    for name, fn in dsl.cute_kernels.items():
+        if name not in launched_anywhere or ("?" not in run and name not in run):
+            sink.add("unused-kernel", f"CuTe kernel {name} is defined but forward never launches it", fn.lineno)
+
+
+def check_tilelang(ctx: GuardContext, sink: FindingSink, required: bool, anchor: int | None) -> None:
+    """A tilelang candidate compiles one of its kernels (@T.prim_func with tilelang.compile, or a @tilelang.jit
+    function) and forward calls the compiled kernel."""
+    dsl, reach = ctx.prog.dsl, ctx.reach
+    kernels = dsl.tilelang_kernels()
+    if not kernels:
+        if required:
+            sink.add("no-custom-kernel", "no TileLang kernel is defined (a @T.prim_func, or a @tilelang.jit "
+                                         "function): a tilelang candidate must compile and call its own kernel",
+                     anchor)
+        return
+    first, first_fn = min(kernels.items(), key=lambda kv: kv[1].lineno)
+    if not dsl.tilelang_compiled():
+        if required:
+            sink.add("kernel-not-launched", f"TileLang kernel {first} is never compiled: pass it to "
+                                            "tilelang.compile(...) (or decorate its builder with @tilelang.jit) and "
+                                            "call the kernel that returns", first_fn.lineno)
+        return
+    sites = reach.dsl_launches("tilelang")
+    if not sites:
+        if required:
+            sink.add("kernel-not-launched", f"TileLang kernel {first} is compiled, but ModelNew.forward never calls "
+                                            "the compiled kernel", first_fn.lineno)
+        return
+    _report_dsl_launches(sink, sites, "TileLang kernels")

@@ -27,17 +27,20 @@ _CONTAINER_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdef
 _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
 
 
-def _body_nodes(fn: FuncNode, nested: bool = True) -> list[ast.AST]:
-    """Nodes of a function; without ``nested``, nested functions and lambdas are left out."""
+def _body_nodes(fn: FuncNode, nested: bool = True, skip: set[int] | frozenset[int] = frozenset()) -> list[ast.AST]:
+    """Nodes of a function; without ``nested``, nested functions and lambdas are left out; the functions of
+    ``skip`` (CuTe and TileLang kernels, which hold device code) always are."""
     root = fn.body if isinstance(fn, ast.Lambda) else fn
-    if nested:
+    if nested and not skip:
         return list(ast.walk(root))
     out: list[ast.AST] = []
     stack = list(ast.iter_child_nodes(root)) if not isinstance(fn, ast.Lambda) else [root]
     while stack:
         n = stack.pop()
+        if id(n) in skip:
+            continue
         out.append(n)
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if nested or not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(n))
     return out
 
@@ -70,6 +73,9 @@ class ForwardChecks:
         self.sink = sink
         self.backend = backend
 
+    def _nodes(self, fn: FuncNode, nested: bool = True) -> list[ast.AST]:
+        return _body_nodes(fn, nested, self.prog.dsl.device_nodes)
+
     def run(self) -> None:
         for fn in self.reach.funcs:
             self._torch_compute(fn)
@@ -85,7 +91,7 @@ class ForwardChecks:
     def _torch_compute(self, fn: FuncNode) -> None:
         if not self.backend.custom_kernels:  # plain PyTorch: computing with torch is the point
             return
-        for n in _body_nodes(fn):
+        for n in self._nodes(fn):
             if isinstance(n, ast.Call):
                 site = self.reach.by_call.get(id(n))
                 if site is not None and site.compute:
@@ -94,7 +100,7 @@ class ForwardChecks:
                 self.sink.add("torch-compute", "forward computes with PyTorch: the @ operator", n.lineno)
 
     def _try_fallback(self, fn: FuncNode) -> None:
-        for n in _body_nodes(fn):
+        for n in self._nodes(fn):
             if not isinstance(n, ast.Try) and not (hasattr(ast, "TryStar") and isinstance(n, ast.TryStar)):
                 continue
             if not self.sum.nodes_launch(n.body):
@@ -134,10 +140,10 @@ class ForwardChecks:
         ctx = self.prog.ctx.get(id(fn))
         self_name = ctx.self_name if ctx else None
         params = set(_params(fn)) if not isinstance(fn, ast.Lambda) else set()
-        local_assigned = {t.id for n in _body_nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign,
+        local_assigned = {t.id for n in self._nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign,
                                                                            ast.For, ast.With))
                           for t in ast.walk(n) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
-        globals_declared = {name for n in _body_nodes(fn) if isinstance(n, (ast.Global, ast.Nonlocal))
+        globals_declared = {name for n in self._nodes(fn) if isinstance(n, (ast.Global, ast.Nonlocal))
                             for name in n.names}
         module_names = set(self.prog.name_values) | globals_declared
 
@@ -154,11 +160,12 @@ class ForwardChecks:
                 return ast.unparse(target)
             return None
 
-        for n in _body_nodes(fn):
+        for n in self._nodes(fn):
             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                if n.value is not None and (self.prog.is_ext(n.value) or self.prog.kernel_name(n.value)):
-                    continue  # building the extension lazily is not state that changes results
+                if n.value is not None and (self.prog.is_ext(n.value) or self.prog.kernel_name(n.value)
+                                            or self.prog.is_dsl_handle(n.value)):
+                    continue  # building the extension (or compiling a kernel) lazily is not state that changes results
                 for t in targets:
                     what = is_state(t)
                     if what:
@@ -166,7 +173,8 @@ class ForwardChecks:
                                                           "change results between warm-up, checks and timing",
                                       n.lineno)
                         break
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _CONTAINER_MUTATORS:
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _CONTAINER_MUTATORS \
+                    and not any(self.prog.is_dsl_handle(a) for a in n.args):
                 what = is_state(ast.Subscript(value=n.func.value, slice=ast.Constant(0))) if isinstance(
                     _chain_root(n.func.value), ast.Name) else None
                 if what:
@@ -174,7 +182,7 @@ class ForwardChecks:
                                                       f"(.{n.func.attr}): state kept across calls", n.lineno)
 
     def _clock(self, fn: FuncNode) -> None:
-        for n in _body_nodes(fn):
+        for n in self._nodes(fn):
             if isinstance(n, ast.Call):
                 path = self.r.resolve(n.func)
                 if path in _CLOCKS or (isinstance(n.func, ast.Attribute) and n.func.attr == "elapsed_time"):
@@ -183,7 +191,7 @@ class ForwardChecks:
     def _uninitialised_output(self, fn: FuncNode) -> None:
         if isinstance(fn, ast.Lambda):
             return
-        nodes = _body_nodes(fn, nested=False)
+        nodes = self._nodes(fn, nested=False)
         empties: dict[str, int] = {}
         for n in nodes:
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
@@ -200,7 +208,7 @@ class ForwardChecks:
                                    else e)
                 if isinstance(root, ast.Name) and root.id in empties:
                     return_names.add((root.id, ret.lineno))
-        all_nodes = _body_nodes(fn, nested=True)
+        all_nodes = self._nodes(fn)
         for name, ret_line in return_names:
             used = 0
             for n in all_nodes:
@@ -223,7 +231,7 @@ class ForwardChecks:
 
     def _inputs(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = _params(fn)[1:]  # drop self
-        nodes = _body_nodes(fn, nested=False)
+        nodes = self._nodes(fn, nested=False)
         rebound: set[str] = set()
         derived: set[str] = set()
         for n in nodes:

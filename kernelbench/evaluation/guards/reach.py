@@ -32,10 +32,25 @@ class Reach:
     def ext_calls(self) -> list[CallSite]:
         return [s for s in self.sites if s.ext_fn is not None]
 
+    def dsl_launches(self, backend: str) -> list[CallSite]:
+        """Call sites that run a CuTe (``"cute"``) or TileLang (``"tilelang"``) kernel."""
+        return [s for s in self.sites if s.dsl_launch is not None and s.dsl_launch.backend == backend]
 
-def _calls_in(fn: FuncNode) -> list[ast.Call]:
-    body = fn.body if isinstance(fn, ast.Lambda) else fn
-    return [n for n in ast.walk(body) if isinstance(n, ast.Call)]
+
+def _calls_in(fn: FuncNode, skip: set[int] | frozenset[int] = frozenset()) -> list[ast.Call]:
+    """Calls inside ``fn``, nested functions included, except inside the functions of ``skip`` (DSL kernels)."""
+    root = fn.body if isinstance(fn, ast.Lambda) else fn
+    out: list[ast.Call] = []
+    stack: list[ast.AST] = [root]
+    while stack:
+        n = stack.pop()
+        if n is not root and id(n) in skip:
+            continue
+        if isinstance(n, ast.Call):
+            out.append(n)
+        stack.extend(ast.iter_child_nodes(n))
+    out.sort(key=lambda c: (c.lineno, c.col_offset))
+    return out
 
 
 def walk_from_forward(prog: Program) -> Reach:
@@ -46,12 +61,12 @@ def walk_from_forward(prog: Program) -> Reach:
     work = list(prog.entry_points())
     while work:
         fn = work.pop()
-        if id(fn) in seen or id(fn) in prog.jit_nodes:
+        if id(fn) in seen or id(fn) in prog.jit_nodes or id(fn) in prog.dsl.device_nodes:
             continue
         seen.add(id(fn))
         funcs.append(fn)
         ctx = prog.ctx.get(id(fn)) or FuncCtx(fn, None, None)
-        for call in _calls_in(fn):
+        for call in _calls_in(fn, prog.dsl.device_nodes):
             if id(call) in by_call:
                 continue
             inner_ctx = ctx
@@ -72,13 +87,15 @@ class Summaries:
         self._compute: dict[int, bool] = {}
 
     def site_launches(self, site: CallSite) -> bool:
-        return bool(site.launches) or site.ext_fn is not None or any(self.launches(t) for t in site.targets)
+        return bool(site.launches) or site.ext_fn is not None or site.dsl_launch is not None or \
+            any(self.launches(t) for t in site.targets)
 
     def site_computes(self, site: CallSite) -> bool:
         return site.compute is not None or any(self.computes(t) for t in site.targets)
 
     def launches(self, fn: FuncNode) -> bool:
-        return self._memo(fn, self._launch, lambda s: bool(s.launches) or s.ext_fn is not None, self.launches)
+        return self._memo(fn, self._launch, lambda s: bool(s.launches) or s.ext_fn is not None or
+                          s.dsl_launch is not None, self.launches)
 
     def computes(self, fn: FuncNode) -> bool:
         return self._memo(fn, self._compute, lambda s: s.compute is not None, self.computes, matmul_op=True)

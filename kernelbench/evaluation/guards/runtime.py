@@ -5,8 +5,8 @@
   synchronisation, Tensor methods, ``time``'s clocks, ``nn.Module.__call__`` and every
   function of the evaluator's own modules. Any difference afterwards is a failing finding.
 * Launch classification: the kernels a candidate launched during one profiled ``forward`` are
-  split into its own (names from its ``__global__`` functions and Triton kernels) and
-  PyTorch's; a cuda/triton candidate that launches none of its own fails.
+  split into its own (names from its ``__global__`` functions, Triton kernels, CuTe DSL kernels and
+  TileLang kernels) and PyTorch's; a candidate of a kernel backend that launches none of its own fails.
 """
 
 from __future__ import annotations
@@ -159,7 +159,11 @@ def cuda_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
 
 
 def triton_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
-    """Functions decorated with a ``jit``, ``autotune`` or ``heuristics`` decorator (Triton's kernels)."""
+    """Functions decorated with a ``jit``, ``autotune`` or ``heuristics`` decorator (Triton's kernels).
+
+    CuTe's ``@cute.jit`` and ``@tilelang.jit`` are left out: they mark host code and kernel builders,
+    whose names never appear in a kernel trace (their kernels' names come from the readers below).
+    """
     names: set[str] = set()
     if tree is None:
         return names
@@ -168,9 +172,46 @@ def triton_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
             for dec in node.decorator_list:
                 target = dec.func if isinstance(dec, ast.Call) else dec
                 text = ast.unparse(target)
+                if text.endswith(("cute.jit", "tilelang.jit")):
+                    continue
                 if text.endswith("jit") or text.endswith("autotune") or text.endswith("heuristics"):
                     names.add(node.name)
     return names
+
+
+def _dsl_functions(tree: ast.Module | None, wanted) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    from kernelbench.evaluation.guards.dsl import decorator_paths
+    from kernelbench.evaluation.guards.names import Resolver
+
+    if tree is None:
+        return []
+    resolver = Resolver(tree)
+    return [fn for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(wanted(p) for p in decorator_paths(fn, resolver))]
+
+
+def cute_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
+    """``@cute.kernel`` functions. The CUTLASS DSL names the kernel it generates
+    ``kernel_cutlass_<function>_<argument types>_<n>`` (read in the PTX that ``cute.compile`` writes with
+    nvidia-cutlass-dsl 4.8.1, ``CUTE_DSL_KEEP=ptx``), so the function's name is in the trace's kernel name.
+    Not yet checked against a profiler trace on a GPU."""
+    from kernelbench.evaluation.guards.dsl import CUTE_KERNEL
+
+    return {fn.name for fn in _dsl_functions(tree, lambda p: p in CUTE_KERNEL)}
+
+
+def tilelang_kernel_names(source: str, tree: ast.Module | None) -> set[str]:
+    """``<name>_kernel`` for each ``@T.prim_func`` ``<name>`` (and each ``@tilelang.jit`` function that is itself a
+    kernel): TileLang emits a prim_func's CUDA kernel as ``extern "C" __global__ void <name>_kernel(...)`` (read
+    in the source ``tilelang.compile`` generates, tilelang 0.1.15). Not yet checked against a GPU trace."""
+    from kernelbench.evaluation.guards.dsl import DslIndex
+    from kernelbench.evaluation.guards.names import Resolver
+
+    if tree is None:
+        return set()
+    dsl = DslIndex(tree, Resolver(tree))
+    kernels = set(dsl.prim_funcs) | {name for name, fn in dsl.tilelang_jit.items() if id(fn) in dsl.device_nodes}
+    return {f"{name}_kernel" for name in kernels}
 
 
 def own_kernel_names(source: str) -> set[str]:

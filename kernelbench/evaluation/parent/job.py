@@ -193,7 +193,8 @@ def _candidate_worker(session: DeviceSession, job: EvalJob, v: Verdict) -> Worke
 
 
 def _checked_before_running(session: DeviceSession, job: EvalJob, v: Verdict) -> bool:
-    """What needs no worker: a GPU for CUDA candidates, the source parses, the static guard passes."""
+    """What needs no worker: a GPU for CUDA candidates, the source parses, the static guard passes, the
+    backend's own package is installed."""
     s = job.settings
     source = job.candidate_source
     spec = get_backend(s.backend)
@@ -211,6 +212,13 @@ def _checked_before_running(session: DeviceSession, job: EvalJob, v: Verdict) ->
     if any(f.severity == "error" for f in static):
         bad = "; ".join(f"line {f.line}: {f.rule}: {f.message}" for f in static if f.severity == "error")
         v.fail(Stage.GUARD, "StaticGuard", f"the static guard refused the candidate: {bad}")
+        return False
+    missing = spec.missing_packages()
+    if missing:
+        # Our environment lacks the backend's optional package (kernelbench[cute], kernelbench[tilelang]): not a
+        # verdict on the candidate, and evaluated again on resume once it is installed.
+        v.fail(Stage.INFRASTRUCTURE, "MissingBackendPackage", spec.missing_message(missing))
+        v.flags.append(INFRASTRUCTURE_FLAG)
         return False
     return True
 
