@@ -97,6 +97,8 @@ def main() -> int:
     p.add_argument("--timing-budget", type=float, default=EvalSettings.timing_budget_s)
     p.add_argument("--sandbox", choices=["auto", "require", "off"], default="auto",
                    help="OS sandbox around the candidate workers (compare require with off for its overhead)")
+    p.add_argument("--reduced-size", action="store_true",
+                   help="each problem at its declared CPU size (built-in suite; for checking the plumbing on a CPU)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do every worker's untimed work in turn (EvalSettings.overlap off: the 'before' of issue 25)")
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
@@ -109,6 +111,15 @@ def main() -> int:
     problems = load_problems(args.source, args.path, levels=levels).select(levels=levels)
     if args.problem_id:
         problems = problems.select(ids=args.problem_id)
+    if args.reduced_size:
+        from kernelbench.problems.contract import reduced_size
+
+        sized = [prob.at_reduced_size() for prob in problems if reduced_size(prob.code) is not None]
+        if not sized:
+            p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
+        print(f"--reduced-size: {len(sized)} of {len(list(problems))} selected problems declare a CPU size; "
+              "the others are left out", file=sys.stderr)
+        problems = sized
     settings = EvalSettings(backend="torch", correctness_trials=args.correctness_trials,
                             timing_budget_s=args.timing_budget, sandbox=args.sandbox, overlap=not args.no_overlap)
     jobs = []

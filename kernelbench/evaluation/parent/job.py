@@ -135,12 +135,15 @@ def _run_overlapped(session: DeviceSession, job: EvalJob, v: Verdict, secret: by
     The verdict must be the one the sequential order gives, where a reference that fails is never the
     candidate's fault and a random reference has the candidate loaded in eval() mode; so when the setup
     fails or finds the reference random, the job is redone alone (:class:`_RedoAlone`). Stage times are
-    what the job waited for: ``reference_setup`` is the wait past the candidate's load.
+    what the job waited for: ``reference_start`` for a started reference worker, ``reference_setup`` the
+    wait for its setup past the candidate's load.
     """
+    t0 = time.monotonic()
     try:
         setup = session.begin_reference(job, probe_seed)
     except (WorkerDied, RuntimeError) as e:
         raise _reference_broken(e) from None
+    v.stage_times["reference_start"] = time.monotonic() - t0  # waiting for a started reference worker
     cand = _candidate_worker(session, job, v)
     try:
         candidate_error: Exception | None = None
