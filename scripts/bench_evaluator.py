@@ -9,6 +9,7 @@ median, the identity speedup, timed calls per side; then a summary. Run on a GPU
     python scripts/bench_evaluator.py --path ~/KernelBench/KernelBench --source directory --levels 1
     python scripts/bench_evaluator.py --repeat 5 --level 3 --problem-id 3   # timing spread
     python scripts/bench_evaluator.py --sandbox off --out off.json          # the OS sandbox's overhead
+    python scripts/bench_evaluator.py --no-overlap --out before.json        # untimed work in turn (issue 25)
     python scripts/bench_evaluator.py --source directory --path /work/kb_official/KernelBench --levels 1 2 3
 
 Per level it also prints what issue 23 measures: identity speedup intervals that hold 1.0, identity
@@ -96,6 +97,10 @@ def main() -> int:
     p.add_argument("--timing-budget", type=float, default=EvalSettings.timing_budget_s)
     p.add_argument("--sandbox", choices=["auto", "require", "off"], default="auto",
                    help="OS sandbox around the candidate workers (compare require with off for its overhead)")
+    p.add_argument("--reduced-size", action="store_true",
+                   help="each problem at its declared CPU size (built-in suite; for checking the plumbing on a CPU)")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="do every worker's untimed work in turn (EvalSettings.overlap off: the 'before' of issue 25)")
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every worker step with the GPU memory each process holds after it")
@@ -106,8 +111,17 @@ def main() -> int:
     problems = load_problems(args.source, args.path, levels=levels).select(levels=levels)
     if args.problem_id:
         problems = problems.select(ids=args.problem_id)
+    if args.reduced_size:
+        from kernelbench.problems.contract import reduced_size
+
+        sized = [prob.at_reduced_size() for prob in problems if reduced_size(prob.code) is not None]
+        if not sized:
+            p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
+        print(f"--reduced-size: {len(sized)} of {len(list(problems))} selected problems declare a CPU size; "
+              "the others are left out", file=sys.stderr)
+        problems = sized
     settings = EvalSettings(backend="torch", correctness_trials=args.correctness_trials,
-                            timing_budget_s=args.timing_budget, sandbox=args.sandbox)
+                            timing_budget_s=args.timing_budget, sandbox=args.sandbox, overlap=not args.no_overlap)
     jobs = []
     for prob in problems:
         for r in range(args.repeat):
@@ -168,7 +182,8 @@ def main() -> int:
         for k, v in (r["stage_s"] or {}).items():
             stages[k] = stages.get(k, 0.0) + v
     isolations = sorted({str(r["isolation"]) for r in rows})
-    print(f"isolation: {', '.join(isolations)}; mean seconds per evaluation by stage: "
+    print(f"isolation: {', '.join(isolations)}; overlap {'off' if args.no_overlap else 'on'}; "
+          "mean seconds per evaluation by stage (what the job waited for): "
           + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in stages.items()))
     summary = identity_summary(rows)
     print("\n=== issue 23: intervals, flags, GPU time ===")
@@ -183,6 +198,7 @@ def main() -> int:
                   f"spread {spread:.2%}")
     if args.out:
         Path(args.out).write_text(json.dumps({"total_s": total, "sandbox": args.sandbox, "isolation": isolations,
+                                              "overlap": not args.no_overlap,
                                               "stage_means_s": {k: v / max(1, len(rows)) for k, v in stages.items()},
                                               "identity_summary": {str(k): v for k, v in summary.items()},
                                               "rows": rows}, indent=1))

@@ -28,6 +28,9 @@
 #                 carried to the device, never committed): prints the per-level counts the issue asks for
 #   issue23-bench the bench part alone (about 17 min on H200s for 250 problems: needs KB_PHASE_TIMEOUT and a
 #                 device call per level, e.g. KB_LEVELS=3)
+#   throughput    issue 25: bench_evaluator.py over the first $KB_THROUGHPUT_N (default 40) official problems of
+#                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
+#                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -112,7 +115,7 @@ for phase in "${phases[@]}"; do
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
-      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py ;;
+      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     dsl)
@@ -159,6 +162,15 @@ for phase in "${phases[@]}"; do
       run issue23-bench python3 scripts/bench_evaluator.py --source directory --path "${KB_OFFICIAL:-kb_official/KernelBench}" \
         --levels ${KB_LEVELS:-1 2 3} --sandbox "${KB_SANDBOX:-auto}" \
         --out "$OUT/bench_issue23_L$(echo "${KB_LEVELS:-1 2 3}" | tr -d ' ').json" ;;
+    throughput)
+      ids=$(seq -s ' ' 1 "${KB_THROUGHPUT_N:-40}")
+      for mode in no-overlap overlap; do
+        flag=""; [ "$mode" = no-overlap ] && flag="--no-overlap"
+        # shellcheck disable=SC2086
+        run "throughput-$mode" python3 scripts/bench_evaluator.py --source directory \
+          --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $ids $flag \
+          --out "$OUT/bench_throughput_${mode}_L${KB_LEVELS:-2}.json"
+      done ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, replace
 
 from kernelbench.backends import DEFAULT_BACKEND, get_backend
@@ -35,6 +36,15 @@ def tolerance_for(precision: str, mode: str = "default") -> Tolerance:
         raise ValueError(f"no tolerance for precision {precision!r} in mode {mode!r}") from None
 
 
+#: Environment variable that turns the overlap of untimed work off (``0``) for before/after measurements.
+OVERLAP_ENV = "KB_OVERLAP"
+
+
+def overlap_enabled(env: dict | None = None) -> bool:
+    value = (os.environ if env is None else env).get(OVERLAP_ENV, "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
 @dataclass(frozen=True)
 class EvalSettings:
     #: A registered backend (:mod:`kernelbench.backends`).
@@ -65,6 +75,11 @@ class EvalSettings:
     #: On a GPU, the reference's and the candidate's main threads share one reserved CPU while timed
     #: (``evaluation.cpu_affinity``). Default from ``KB_PIN_CPUS`` (on unless 0); recorded in every result.
     pin_cpus: bool = field(default_factory=pinning_enabled)
+    #: Do untimed work of two workers at once: a new problem's reference setup beside the candidate's load,
+    #: and each correctness trial's reference and candidate runs. Nothing is timed meanwhile, and verdicts
+    #: are the same either way (a failure under overlap is redone alone). Default from ``KB_OVERLAP`` (on
+    #: unless 0), so that benchmarks can measure without it.
+    overlap: bool = field(default_factory=overlap_enabled)
     #: "cuda:0", "cpu", or None to pick the first visible GPU, else the CPU.
     device: str | None = None
     #: Hard limit per stage (import/compile, init, one correctness trial, timing) in seconds.

@@ -305,7 +305,8 @@ class CostCache:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else None
         self._memory: dict[str, CostRecord] = {}
-        self._file_loaded = False
+        #: The file's (mtime, size) when last read: a miss reads it again if another process wrote it since.
+        self._file_seen: tuple[int, int] | None = None
 
     def _load_file(self) -> dict:
         if self.path is None or not self.path.exists():
@@ -325,14 +326,27 @@ class CostCache:
     def get(self, problem_hash: str) -> CostRecord | None:
         if problem_hash in self._memory:
             return self._memory[problem_hash]
-        if not self._file_loaded:
-            self._file_loaded = True
-            for h, d in self._load_file().items():
-                try:
-                    self._memory.setdefault(h, CostRecord.from_json(d))
-                except (KeyError, TypeError, ValueError):
-                    log.debug("skipping malformed roofline cache entry %s", h)
+        self._read_file_if_changed()
         return self._memory.get(problem_hash)
+
+    def _read_file_if_changed(self) -> None:
+        """Costs another process wrote (one counting ahead of a batch, kernelbench.roofline.ahead) since the
+        last read; cheap when the file has not changed."""
+        if self.path is None:
+            return
+        try:
+            st = self.path.stat()
+        except OSError:
+            return
+        seen = (st.st_mtime_ns, st.st_size)
+        if seen == self._file_seen:
+            return
+        self._file_seen = seen
+        for h, d in self._load_file().items():
+            try:
+                self._memory.setdefault(h, CostRecord.from_json(d))
+            except (KeyError, TypeError, ValueError):
+                log.debug("skipping malformed roofline cache entry %s", h)
 
     def put(self, record: CostRecord) -> None:
         self._memory[record.problem_hash] = record

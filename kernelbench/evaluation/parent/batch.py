@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import compile_cache, protocol
 from kernelbench.evaluation.environment import gpu_compute_capability_from_smi
+from kernelbench.evaluation.parent.costs_ahead import start_costs_ahead
 from kernelbench.evaluation.parent.job import run_job
 from kernelbench.evaluation.parent.session import DeviceSession, reference_key, visible_devices
 from kernelbench.evaluation.parent.verdict import format_tb, infrastructure_result
@@ -243,6 +244,10 @@ class _Batch:
         self.stop = _BatchStop()
         self.compile_pool: ThreadPoolExecutor | None = None
         compiled = self._build_ahead(use_gpu, confinement, compile_workers)
+        # The speed-of-light check after each timed result needs its problem's cost: counted ahead, in
+        # the order the jobs are listed, so that the GPU does not wait for it (only timed results have it).
+        timed = use_gpu and any(j.settings.measure_timing for j in jobs)
+        self.costs_ahead = start_costs_ahead(j.problem for j in jobs) if timed else None
         self.results: list[KernelResult | None] = [None] * len(jobs)
         self.scheduler = _Scheduler(jobs, compiled, self.stop)
         self.lock = threading.Lock()
@@ -280,19 +285,23 @@ class _Batch:
             # Ctrl-C (or any exit of the caller's): stop handing out jobs, kill the workers in flight, and
             # let no result of a job in flight reach on_result. Only real verdicts were recorded.
             self.stop.trigger()
-            if self.compile_pool is not None:
-                self.compile_pool.shutdown(wait=False, cancel_futures=True)
+            self._close_helpers()
             deadline = time.monotonic() + INTERRUPT_GRACE_S
             for t in threads:
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
             if self.bar is not None:
                 self.bar.close()
             raise
-        if self.compile_pool is not None:
-            self.compile_pool.shutdown(wait=False, cancel_futures=True)
+        self._close_helpers()
         self._record_jobs_no_device_took()
         if self.bar is not None:
             self.bar.close()
+
+    def _close_helpers(self) -> None:
+        if self.compile_pool is not None:
+            self.compile_pool.shutdown(wait=False, cancel_futures=True)
+        if self.costs_ahead is not None:
+            self.costs_ahead.close()
 
     def _device_loop(self, device: str) -> None:
         try:

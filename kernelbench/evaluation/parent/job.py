@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import seeds as seedlib
-from kernelbench.evaluation.parent.session import DeviceSession
-from kernelbench.evaluation.parent.stages import run_candidate
+from kernelbench.evaluation.parent.session import DeviceSession, ReferenceInfo
+from kernelbench.evaluation.parent.stages import load, run_candidate, run_loaded
 from kernelbench.evaluation.parent.verdict import (
     INFRASTRUCTURE_FLAG,
     StageTimes,
@@ -24,20 +24,29 @@ from kernelbench.evaluation.parent.verdict import (
     format_tb,
 )
 from kernelbench.evaluation.parent.workers import ReferenceBroken, StageTimeout, WorkerDied, WorkerFailed
+from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.settings import EvalJob
 from kernelbench.results import GuardFinding, KernelResult, Stage, trim
 
 log = logging.getLogger(__name__)
 
 
+class _RedoAlone(Exception):
+    """The overlapped start cannot give the job's verdict as the sequential one would: run the job again
+    with its reference set up before any candidate code runs."""
+
+
 def run_job(session: DeviceSession, job: EvalJob,
             on_stage: Callable[[str, float], None] | None = None) -> KernelResult:
     started = time.monotonic()
-    v = Verdict()
-    if on_stage is not None:
-        v.stage_times = StageTimes(on_stage)
+    v = _new_verdict(on_stage)
     try:
-        _run_job(session, job, v)
+        try:
+            _run_job(session, job, v, overlap=job.settings.overlap)
+        except _RedoAlone as e:
+            log.info("%s: %s", job.key, e)
+            v = _new_verdict(on_stage)
+            _run_job(session, job, v, overlap=False)
     except StageTimeout as e:
         v.fail(Stage.TIMEOUT, "Timeout", f"{e} (during the {e.stage.value} stage); the worker was killed")
     except WorkerDied as e:
@@ -56,6 +65,13 @@ def run_job(session: DeviceSession, job: EvalJob,
         if v.error is not None and v.error.stage == Stage.INFRASTRUCTURE:
             v.flags.append(INFRASTRUCTURE_FLAG)
     return _result(session, job, v, started)
+
+
+def _new_verdict(on_stage: Callable[[str, float], None] | None) -> Verdict:
+    v = Verdict()
+    if on_stage is not None:
+        v.stage_times = StageTimes(on_stage)
+    return v
 
 
 def _result(session: DeviceSession, job: EvalJob, v: Verdict, started: float) -> KernelResult:
@@ -89,36 +105,94 @@ def _result(session: DeviceSession, job: EvalJob, v: Verdict, started: float) ->
     return result
 
 
-def _run_job(session: DeviceSession, job: EvalJob, v: Verdict) -> None:
+def _run_job(session: DeviceSession, job: EvalJob, v: Verdict, overlap: bool) -> None:
     if not _checked_before_running(session, job, v):
         return
     secret = job.settings.seed_secret or seedlib.new_secret()
     session.allow_gpu_init()
+    probe_seed = seedlib.derive_seed(secret, "probe")
+    if overlap and not session.has_reference(job):
+        _run_overlapped(session, job, v, secret, probe_seed)
+        return
     t0 = time.monotonic()
     try:
-        ref, ref_info = session.reference_for(job, seedlib.derive_seed(secret, "probe"))
-    except WorkerFailed as e:
-        r = e.reply
-        raise ReferenceBroken(f"the reference could not be set up: {r.type}: {r.message}",
-                              r.traceback, before_candidate=True) from None
-    except (WorkerDied, StageTimeout, RuntimeError) as e:
-        raise ReferenceBroken(f"the reference could not be set up: {e}", before_candidate=True) from None
-    v.environment = environment_from(ref_info.env, session.device)
+        ref, ref_info = session.reference_for(job, probe_seed)
+    except (WorkerFailed, WorkerDied, StageTimeout, RuntimeError) as e:
+        raise _reference_broken(e) from None
     v.stage_times["reference_setup"] = time.monotonic() - t0
-    if ref_info.stochastic:
-        v.flags.append("the reference is random (e.g. dropout): both models were evaluated in eval() mode")
-    if ref_info.nondeterministic:
-        v.flags.append("the reference is not deterministic even in eval() mode; correctness may be unreliable")
-
-    t0 = time.monotonic()
-    cand = session.candidate_worker(job.settings.backend)
-    session.in_flight = cand
-    v.stage_times["candidate_start"] = time.monotonic() - t0
+    _note_reference(session, v, ref_info)
+    cand = _candidate_worker(session, job, v)
     try:
         run_candidate(session, job, v, ref, cand, secret, bool(ref_info.stochastic))
     finally:
         session.in_flight = None
         cand.kill()
+
+
+def _run_overlapped(session: DeviceSession, job: EvalJob, v: Verdict, secret: bytes, probe_seed: int) -> None:
+    """A new problem: its reference is set up while the candidate loads (two workers, nothing timed).
+
+    The verdict must be the one the sequential order gives, where a reference that fails is never the
+    candidate's fault and a random reference has the candidate loaded in eval() mode; so when the setup
+    fails or finds the reference random, the job is redone alone (:class:`_RedoAlone`). Stage times are
+    what the job waited for: ``reference_start`` for a started reference worker, ``reference_setup`` the
+    wait for its setup past the candidate's load.
+    """
+    t0 = time.monotonic()
+    try:
+        setup = session.begin_reference(job, probe_seed)
+    except (WorkerDied, RuntimeError) as e:
+        raise _reference_broken(e) from None
+    v.stage_times["reference_start"] = time.monotonic() - t0  # waiting for a started reference worker
+    cand = _candidate_worker(session, job, v)
+    try:
+        candidate_error: Exception | None = None
+        try:
+            loaded = load(job, v, cand, eval_mode=False)
+        except (StageTimeout, WorkerDied) as e:
+            candidate_error, loaded = e, False
+        t0 = time.monotonic()
+        try:
+            ref, ref_info = session.finish_reference(setup)
+        except (WorkerFailed, WorkerDied, StageTimeout) as e:
+            session.drop_reference()
+            raise _RedoAlone(f"the reference's setup beside the candidate's load failed ({e})") from None
+        v.stage_times["reference_setup"] = time.monotonic() - t0
+        if ref_info.stochastic:
+            raise _RedoAlone("the reference is random: the candidate is loaded again, in eval() mode")
+        _note_reference(session, v, ref_info)
+        if candidate_error is not None:
+            raise candidate_error
+        if loaded:
+            run_loaded(session, job, v, ref, cand, secret)
+    finally:
+        session.in_flight = None
+        cand.kill()
+
+
+def _reference_broken(e: Exception) -> ReferenceBroken:
+    """A reference that could not be set up, before any candidate code ran: ours entirely."""
+    if isinstance(e, WorkerFailed):
+        r = e.reply
+        return ReferenceBroken(f"the reference could not be set up: {r.type}: {r.message}", r.traceback,
+                               before_candidate=True)
+    return ReferenceBroken(f"the reference could not be set up: {e}", before_candidate=True)
+
+
+def _note_reference(session: DeviceSession, v: Verdict, ref_info: ReferenceInfo) -> None:
+    v.environment = environment_from(ref_info.env, session.device)
+    if ref_info.stochastic:
+        v.flags.append("the reference is random (e.g. dropout): both models were evaluated in eval() mode")
+    if ref_info.nondeterministic:
+        v.flags.append("the reference is not deterministic even in eval() mode; correctness may be unreliable")
+
+
+def _candidate_worker(session: DeviceSession, job: EvalJob, v: Verdict) -> WorkerProcess:
+    t0 = time.monotonic()
+    cand = session.candidate_worker(job.settings.backend)
+    session.in_flight = cand
+    v.stage_times["candidate_start"] = time.monotonic() - t0
+    return cand
 
 
 def _checked_before_running(session: DeviceSession, job: EvalJob, v: Verdict) -> bool:

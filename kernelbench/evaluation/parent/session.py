@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.cpu_affinity import CoreReservation, pinning_enabled
-from kernelbench.evaluation.parent.workers import Spare, call, confinement_for, start_worker
+from kernelbench.evaluation.parent.workers import Pending, Spare, confinement_for, receive, send, start_worker
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
@@ -37,6 +37,14 @@ def reference_key(job: EvalJob) -> tuple:
     s = job.settings
     tol = s.tolerance
     return (job.problem.hash, job.problem.level, job.problem.problem_id, s.precision, tol.atol, tol.rtol)
+
+
+@dataclass(frozen=True)
+class ReferenceSetup:
+    """A reference's setup under way (:meth:`DeviceSession.begin_reference`)."""
+
+    key: tuple
+    pending: Pending
 
 
 @dataclass(frozen=True)
@@ -142,22 +150,38 @@ class DeviceSession:
         self.prime(backend)
         return worker
 
-    def reference_for(self, job: EvalJob, probe_seed: int) -> tuple[WorkerProcess, ReferenceInfo]:
-        key = reference_key(job)
-        if self.reference is not None and self.reference_key == key and self.reference.alive():
-            return self.reference, self.reference_info
+    def has_reference(self, job: EvalJob) -> bool:
+        """Is the reference this job needs already set up (a job of the same problem came before)?"""
+        return self.reference is not None and self.reference_key == reference_key(job) and self.reference.alive()
+
+    def begin_reference(self, job: EvalJob, probe_seed: int) -> ReferenceSetup:
+        """Send a fresh reference worker the job's :class:`~kernelbench.evaluation.protocol.Setup`, unanswered
+        yet, so that other untimed work can go on meanwhile; :meth:`finish_reference` completes it."""
         self.drop_reference()
         worker = self.take_reference()
+        self.reference = worker  # not yet usable (no key), but stopped by abort() and drop_reference()
         tol = job.settings.tolerance
-        reply, _ = call(worker, protocol.Setup(code=job.problem.code, precision=job.settings.precision,
-                                               atol=tol.atol, rtol=tol.rtol, init_seed=INIT_SEED,
-                                               probe_seed=probe_seed, ieee_fp32=job.settings.ieee_fp32,
-                                               compile_mode=None),
-                        protocol.SetupReply, job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
-        self.reference, self.reference_key = worker, key
+        pending = send(worker, protocol.Setup(code=job.problem.code, precision=job.settings.precision,
+                                              atol=tol.atol, rtol=tol.rtol, init_seed=INIT_SEED,
+                                              probe_seed=probe_seed, ieee_fp32=job.settings.ieee_fp32,
+                                              compile_mode=None),
+                       protocol.SetupReply, job.settings.stage_timeout_s * 2, Stage.INIT, "reference setup")
+        return ReferenceSetup(reference_key(job), pending)
+
+    def finish_reference(self, setup: ReferenceSetup) -> tuple[WorkerProcess, ReferenceInfo]:
+        """The reply to :meth:`begin_reference`; the reference then serves the jobs of its problem."""
+        reply, _ = receive(setup.pending)
+        worker = setup.pending.worker
+        self.reference, self.reference_key = worker, setup.key
         self.reference_info = ReferenceInfo(stochastic=bool(reply.stochastic),
                                             nondeterministic=bool(reply.nondeterministic), env=worker.info)
         return worker, self.reference_info
+
+    def reference_for(self, job: EvalJob, probe_seed: int) -> tuple[WorkerProcess, ReferenceInfo]:
+        """The job's reference, set up now unless the last job's serves (nothing else runs meanwhile)."""
+        if self.has_reference(job):
+            return self.reference, self.reference_info
+        return self.finish_reference(self.begin_reference(job, probe_seed))
 
     def drop_reference(self) -> None:
         if self.reference is not None:

@@ -23,6 +23,8 @@ from kernelbench.evaluation.parent.workers import (
     call,
     publish_after_exit,
     reference_call,
+    reference_receive,
+    reference_send,
     relayed,
 )
 from kernelbench.evaluation.provenance import host_share
@@ -35,8 +37,13 @@ from kernelbench.results import CorrectnessDetail, GuardFinding, Stage
 def run_candidate(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
                   secret: bytes, eval_mode: bool) -> None:
     """Every stage in turn, until one stops the job."""
-    if not load(job, v, cand, eval_mode):
-        return
+    if load(job, v, cand, eval_mode):
+        run_loaded(session, job, v, ref, cand, secret)
+
+
+def run_loaded(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
+               secret: bytes) -> None:
+    """The stages after a successful load, in turn, until one stops the job."""
     if not correctness(job, v, ref, cand, secret):
         return
     if not timing(session, job, v, ref, cand, secret):
@@ -110,9 +117,13 @@ def _trial(s: EvalSettings, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
     """Trial ``k``: the reference's outputs kept in slot ``k``, the candidate's compared with them there."""
     seed = seedlib.derive_seed(secret, "correct", k)
     fwd = seedlib.derive_seed(secret, "forward", k)
-    reference_call(ref, protocol.Run(seed=seed, fwd_seed=fwd, slot=k, poison=False), protocol.DoneReply,
-                   s.stage_timeout_s, f"reference run of trial {k + 1}")
+    ref_run = reference_send(ref, protocol.Run(seed=seed, fwd_seed=fwd, slot=k, poison=False), protocol.DoneReply,
+                             s.stage_timeout_s, f"reference run of trial {k + 1}")
+    if not s.overlap:
+        reference_receive(ref_run)
     try:
+        # With overlap, both workers run the trial at once (nothing is timed now); the reference's reply
+        # is read whatever becomes of the candidate's, so the reference stays in step for the next job.
         creply, cblobs = call(cand, protocol.Run(seed=seed, fwd_seed=fwd, slot=None, poison=True),
                               protocol.ExportReply, s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
         creply = relayed(cand, creply, "run")
@@ -124,6 +135,9 @@ def _trial(s: EvalSettings, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
         v.fail_with(r, stage)
         detail.trials_run = k + 1
         return False
+    finally:
+        if s.overlap:
+            reference_receive(ref_run)
     detail.trials_run = k + 1
     comp, _ = reference_call(ref, protocol.Compare(slot=k, tree=creply.tree, outputs=creply.outputs,
                                                    inputs=creply.inputs),

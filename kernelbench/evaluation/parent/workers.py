@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from kernelbench.backends import get_backend
@@ -60,25 +60,47 @@ class ReferenceBroken(Exception):
 
 
 # ---------------------------------------------------------------------------- calls
-def call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, stage: Stage,
-         what: str, blobs: Sequence[bytes] = ()) -> tuple[R, list]:
-    """Send ``command`` and read its reply, an ``expect``; a malformed reply counts as the worker dying."""
+@dataclass(frozen=True)
+class Pending:
+    """A command sent and not yet answered: two workers can work at once (see :func:`send`)."""
+
+    worker: WorkerProcess
+    expect: type
+    deadline: float
+    timeout: float
+    stage: Stage
+    what: str
+
+
+#: A reply already waiting is read even when its deadline has passed while the parent waited on another worker.
+LATE_READ_S = 0.5
+
+
+def send(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, stage: Stage,
+         what: str, blobs: Sequence[bytes] = ()) -> Pending:
+    """Send ``command`` without waiting for its reply; :func:`receive` reads it (the limit runs from now).
+
+    Every sent command must be received before the worker is given another one, or the worker killed.
+    """
     try:
         worker.channel.send(protocol.encode_command(command), blobs)
-        header, out_blobs = worker.channel.recv(timeout)
-        reply, mem = protocol.decode_reply(header, expect)
+    except (ChannelClosed, OSError) as e:
+        raise _died(worker, what, e) from None
+    return Pending(worker, expect, time.monotonic() + timeout, timeout, stage, what)
+
+
+def receive(pending: Pending) -> tuple[R, list]:
+    """The reply to a :func:`send`, an ``expect``; the same failures as :func:`call`."""
+    worker, what = pending.worker, pending.what
+    try:
+        remaining = max(pending.deadline - time.monotonic(), min(LATE_READ_S, pending.timeout))
+        header, out_blobs = worker.channel.recv(remaining)
+        reply, mem = protocol.decode_reply(header, pending.expect)
     except ChannelTimeout:
         worker.kill()
-        raise StageTimeout(stage, what, timeout) from None
+        raise StageTimeout(pending.stage, what, pending.timeout) from None
     except (ChannelClosed, ProtocolError, OSError) as e:
-        try:
-            worker.proc.wait(timeout=5)
-        except Exception:
-            worker.kill()
-        description = worker.exit_description()
-        if isinstance(e, ProtocolError):  # a worker that breaks the protocol is killed as if it had died
-            description += f"; it had sent a malformed message: {e}"
-        raise WorkerDied(what, description, worker.output_tail()) from None
+        raise _died(worker, what, e) from None
     if mem and log.isEnabledFor(logging.DEBUG):
         log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
                   mem[0] / 2**30, mem[1] / 2**30)
@@ -87,11 +109,43 @@ def call(worker: WorkerProcess, command: protocol.Command, expect: type[R], time
     return reply, out_blobs
 
 
+def _died(worker: WorkerProcess, what: str, e: BaseException) -> WorkerDied:
+    try:
+        worker.proc.wait(timeout=5)
+    except Exception:
+        worker.kill()
+    description = worker.exit_description()
+    if isinstance(e, ProtocolError):  # a worker that breaks the protocol is killed as if it had died
+        description += f"; it had sent a malformed message: {e}"
+    return WorkerDied(what, description, worker.output_tail())
+
+
+def call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, stage: Stage,
+         what: str, blobs: Sequence[bytes] = ()) -> tuple[R, list]:
+    """Send ``command`` and read its reply, an ``expect``; a malformed reply counts as the worker dying."""
+    return receive(send(worker, command, expect, timeout, stage, what, blobs))
+
+
 def reference_call(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, what: str,
                    blobs: Sequence[bytes] = ()) -> tuple[R, list]:
     """:func:`call` for a reference worker: whatever goes wrong is :class:`ReferenceBroken`."""
+    return reference_receive(reference_send(worker, command, expect, timeout, what, blobs))
+
+
+def reference_send(worker: WorkerProcess, command: protocol.Command, expect: type[R], timeout: float, what: str,
+                   blobs: Sequence[bytes] = ()) -> Pending:
+    """:func:`send` for a reference worker."""
     try:
-        return call(worker, command, expect, timeout, Stage.CRASH, what, blobs)
+        return send(worker, command, expect, timeout, Stage.CRASH, what, blobs)
+    except WorkerDied as e:
+        raise ReferenceBroken(f"reference worker failed during {what}: {e}") from None
+
+
+def reference_receive(pending: Pending) -> tuple[R, list]:
+    """:func:`receive` for a reference worker: whatever goes wrong is :class:`ReferenceBroken`."""
+    what = pending.what
+    try:
+        return receive(pending)
     except WorkerFailed as e:
         r = e.reply
         raise ReferenceBroken(f"reference failed during {what}: {r.type}: {r.message}",

@@ -1,0 +1,192 @@
+"""Untimed work of two workers at once (issue 25, throughput): real workers on the CPU.
+
+A new problem's reference is set up while the candidate loads, and each correctness trial runs on both
+workers at once. The tests prove the overlap happens (rendezvous that only a concurrent order can meet;
+the sequential order fails them) and that verdicts do not depend on it: a reference that fails or is
+random has the job redone alone, and whatever happens to the candidate, the reference stays in step for
+the next job of its problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kbtesting import one_problem, problem_source
+
+from kernelbench.evaluation import EvalJob, EvalSettings
+from kernelbench.evaluation.parent import DeviceSession, run_job
+from kernelbench.evaluation.settings import overlap_enabled
+from kernelbench.results import Stage
+
+HONEST = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+          "    def forward(self, x):\n        return torch.relu(x)\n")
+
+
+def settings(overlap: bool, **kw) -> EvalSettings:
+    # Process isolation: the rendezvous files are written by candidate code (the sandbox would refuse them).
+    base = dict(backend="torch", device="cpu", static_guard=False, correctness_trials=2, stage_timeout_s=60.0,
+                sandbox="off",
+                overlap=overlap)
+    base.update(kw)
+    return EvalSettings(**base)
+
+
+def wait_for(marker: Path, seconds: float) -> str:
+    """Source of a wait for ``marker`` to exist, raising if it does not within ``seconds``.
+
+    Where the order under test can meet the rendezvous the wait is long (a worker starting on a busy
+    2-core machine takes seconds); where it cannot, the wait is short: no wait would be long enough."""
+    return (f"_kb_wait(r'{marker}', {seconds})")
+
+
+WAIT_HELPER = '''import os as _os
+import time as _time
+
+
+def _kb_wait(path, seconds):
+    end = _time.monotonic() + seconds
+    while not _os.path.exists(path):
+        if _time.monotonic() > end:
+            raise RuntimeError("rendezvous missed: " + path)
+        _time.sleep(0.02)
+
+
+'''
+
+
+def evaluate(tmp: Path, problem_code: str, candidates: list[str], overlap: bool, **kw):
+    """Each candidate in turn on one session (one reference for them all, as in a batch)."""
+    problem = one_problem(tmp, problem_code)
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")  # as a batch does
+    try:
+        results = [run_job(session, EvalJob(problem, c, settings(overlap, **kw))) for c in candidates]
+        return results, session.reference_key is not None
+    finally:
+        session.close()
+
+
+def test_the_setting_defaults_from_the_environment():
+    assert overlap_enabled({}) and overlap_enabled({"KB_OVERLAP": "1"})
+    assert not overlap_enabled({"KB_OVERLAP": "0"}) and not overlap_enabled({"KB_OVERLAP": "off"})
+    assert EvalSettings(backend="torch", overlap=False).to_dict()["overlap"] is False
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_reference_is_set_up_while_the_candidate_loads(tmp_path, overlap):
+    """The reference's constructor waits for the candidate's import: met only when both run at once."""
+    imported = tmp_path / "candidate-imported"
+    problem = WAIT_HELPER + problem_source().replace(
+        "        super().__init__()\n", f"        super().__init__()\n        {wait_for(imported, 90 if overlap else 3)}\n")
+    candidate = f"open(r'{imported}', 'w').close()\n" + HONEST
+    (result,), _ = evaluate(tmp_path / "p", problem, [candidate], overlap)
+    if overlap:
+        assert result.correct, result.error
+        assert "reference_setup" in result.stage_times_s and "load" in result.stage_times_s
+    else:  # alone, the reference waits for a candidate that has not started: ours, not the candidate's
+        assert result.error.stage == Stage.INFRASTRUCTURE and "rendezvous missed" in result.error.message
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_correctness_trial_runs_on_both_workers_at_once(tmp_path, overlap):
+    """The reference's first trial waits for the candidate's first forward (its two probe calls do not)."""
+    ran = tmp_path / "candidate-ran"
+    problem = WAIT_HELPER + problem_source().replace(
+        "    def forward(self, x):\n",
+        "    calls = 0\n\n    def forward(self, x):\n        type(self).calls += 1\n"
+        f"        if type(self).calls == 3:\n            {wait_for(ran, 90 if overlap else 3)}\n")
+    candidate = HONEST.replace("        return torch.relu(x)\n",
+                               f"        open(r'{ran}', 'w').close()\n        return torch.relu(x)\n")
+    (result,), _ = evaluate(tmp_path / "p", problem, [candidate], overlap)
+    if overlap:
+        assert result.correct, result.error
+    else:
+        assert result.error.stage == Stage.CRASH and result.error.type == "ReferenceFailed"
+        assert "rendezvous missed" in result.error.message
+
+
+def _same_verdict(a, b, flags: bool = True) -> None:
+    assert (a.correct, a.compiled) == (b.correct, b.compiled)
+    if flags:
+        assert a.flags == b.flags
+    assert (a.error is None) == (b.error is None)
+    if a.error is not None:
+        assert (a.error.stage, a.error.type) == (b.error.stage, b.error.type)
+
+
+def test_a_reference_that_fails_gives_the_same_verdict_with_or_without_overlap(tmp_path):
+    """Redone alone: a reference that cannot be built is ours (infrastructure), never the candidate's."""
+    problem = problem_source().replace("        super().__init__()\n",
+                                       "        super().__init__()\n        raise ValueError('no reference today')\n")
+    (on,), _ = evaluate(tmp_path / "on", problem, [HONEST], True)
+    (off,), _ = evaluate(tmp_path / "off", problem, [HONEST], False)
+    _same_verdict(on, off)
+    assert on.error.stage == Stage.INFRASTRUCTURE and "no reference today" in on.error.message
+
+
+def test_a_random_reference_has_the_candidate_loaded_again_in_eval_mode(tmp_path):
+    """Dropout: found only by the setup, after the candidate was loaded in train mode; the job is redone."""
+    problem = problem_source(forward="torch.relu(self.drop(x))").replace(
+        "        super().__init__()\n", "        super().__init__()\n        self.drop = nn.Dropout(0.5)\n")
+    # Correct only in eval() mode, as the sequential order loads it for a random reference.
+    candidate = HONEST.replace("        return torch.relu(x)\n",
+                               "        return torch.relu(x) if not self.training else x * 0 - 1\n")
+    (on,), _ = evaluate(tmp_path / "on", problem, [candidate], True)
+    (off,), _ = evaluate(tmp_path / "off", problem, [candidate], False)
+    _same_verdict(on, off)
+    assert on.correct and any("reference is random" in f for f in on.flags)
+
+
+FAILS_TO_IMPORT = "raise ImportError('this candidate does not import')\n"
+CRASHES_IN_A_TRIAL = HONEST.replace("        return torch.relu(x)\n", "        import os\n        os._exit(3)\n")
+WRONG = HONEST.replace("torch.relu(x)", "x + 1")
+
+
+@pytest.mark.parametrize("name,candidate,stage", [
+    ("fails to import", FAILS_TO_IMPORT, Stage.LOAD),
+    ("crashes in a trial", CRASHES_IN_A_TRIAL, Stage.CRASH),
+    ("wrong", WRONG, Stage.CORRECTNESS),
+])
+def test_after_a_failing_candidate_the_reference_serves_the_next_one(tmp_path, name, candidate, stage):
+    """Whatever became of the candidate, the reference's replies were all read: the next job reuses it."""
+    problem = problem_source()
+    results, kept = evaluate(tmp_path / "on", problem, [candidate, HONEST], True)
+    first, second = results
+    assert first.error is not None and first.error.stage == stage, (name, first.error)
+    assert second.correct, (name, second.error)
+    assert kept
+    (off,), _ = evaluate(tmp_path / "off", problem, [candidate], False)
+    _same_verdict(first, off)
+
+
+def test_a_candidate_that_hangs_in_its_load_times_out_and_the_reference_stays_usable(tmp_path):
+    hangs = "import time\ntime.sleep(120)\n" + HONEST
+    results, kept = evaluate(tmp_path / "p", problem_source(), [hangs, HONEST], True, compile_timeout_s=3.0)
+    assert results[0].error.stage == Stage.TIMEOUT
+    assert results[1].correct and kept
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_an_overlapped_batch_gives_the_verdicts_and_identity_speedups_of_one_in_turn(tmp_path, monkeypatch):
+    """Three built-in problems, identity candidates, overlap on and off: the same verdicts, identity speedups
+    near 1; the batch counted the problems' roofline costs ahead into its cache."""
+    from kernelbench.evaluation import evaluate_batch
+    from kernelbench.problems import load_builtin
+    from kernelbench.problems.contract import identity_candidate
+    from kernelbench.roofline import CostCache
+
+    monkeypatch.setenv("KERNELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    problems = [load_builtin([1]).get(1, pid) for pid in (8, 19, 23)]
+    runs = {}
+    for overlap in (True, False):
+        s = EvalSettings(backend="torch", timing_budget_s=0.5, overlap=overlap)
+        jobs = [EvalJob(p, identity_candidate(p.code), s) for p in problems]
+        runs[overlap] = evaluate_batch(jobs, progress=False)
+    for on, off in zip(runs[True], runs[False]):
+        print(on.problem_name, on.speedup, on.speedup_ci95, {k: round(v, 3) for k, v in on.stage_times_s.items()})
+        _same_verdict(on, off, flags=False)  # timing flags may differ between two timings
+        assert on.correct and 0.9 <= on.speedup <= 1.1
+        assert "reference_start" in on.stage_times_s and "reference_start" not in off.stage_times_s
+    cache = CostCache(tmp_path / "cache" / "roofline_costs.json")
+    assert all(cache.get(p.hash) is not None for p in problems)
