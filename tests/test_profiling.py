@@ -263,3 +263,14 @@ def test_the_profiled_process_reports_its_failure_in_a_file_not_on_stdout(tmp_pa
     status = json.loads((tmp_path / "status.json").read_text())
     assert out.returncode == 3 and out.stdout == ""
     assert status["ok"] is False and status["type"] and status["traceback"]
+
+
+def test_profile_refuses_a_kernel_file_it_cannot_read_in_one_line(tmp_path, capsys):
+    from kernelbench.cli.main import main
+
+    binary = tmp_path / "k.py"
+    binary.write_bytes(b"\xff\xfe not text")
+    for kernel, why in [(tmp_path / "nope.py", "does not exist"), (binary, "is not UTF-8 text")]:
+        assert main(["profile", "--level", "1", "--problem-id", "8", "--kernel", str(kernel)]) == 2
+        err = capsys.readouterr().err
+        assert why in err and str(kernel) in err and "Traceback" not in err

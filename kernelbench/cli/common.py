@@ -22,6 +22,21 @@ def add_source_args(p: argparse.ArgumentParser, default: str = "builtin",
                         "--source huggingface (default: the hub dataset ScalingIntelligence/KernelBench)")
 
 
+def read_kernel_file(name: str) -> str:
+    """The text of a candidate's file named on the command line, or a one-line error saying why not."""
+    from pathlib import Path
+
+    from kernelbench.errors import KernelBenchError
+
+    path = Path(name)
+    if not path.is_file():
+        raise KernelBenchError(f"kernel file {path} does not exist")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise KernelBenchError(f"kernel file {path} is not UTF-8 text") from None
+
+
 def level_type(value: str) -> int:
     try:
         lv = int(value)

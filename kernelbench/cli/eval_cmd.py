@@ -31,19 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelbench.cli.common import eval_settings_from_args, json_to_stdout, write_json
+    from kernelbench.cli.common import eval_settings_from_args, json_to_stdout, read_kernel_file, write_json
     from kernelbench.errors import KernelBenchError
     from kernelbench.evaluation.settings import EvalJob
     from kernelbench.problems import load_problems
     from kernelbench.runners import get_runner
 
     path = Path(args.kernel)
-    if not path.is_file():
-        raise KernelBenchError(f"kernel file {path} does not exist")
-    try:
-        source = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise KernelBenchError(f"kernel file {path} is not UTF-8 text") from None
+    source = read_kernel_file(args.kernel)
     problems = load_problems(args.source, args.path, levels=[args.level])
     problem = problems.get(args.level, args.problem_id)
     try:

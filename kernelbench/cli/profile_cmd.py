@@ -49,18 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernelbench.backends import DEFAULT_BACKEND, detect_backend
-    from kernelbench.cli.common import stdout_for_json, write_json
+    from kernelbench.cli.common import read_kernel_file, stdout_for_json, write_json
     from kernelbench.errors import KernelBenchError
     from kernelbench.problems import load_problems
     from kernelbench.profiling import ProfileOptions, ProfileUnavailable, profile_candidate
 
     path = Path(args.kernel)
-    if not path.is_file():
-        raise KernelBenchError(f"kernel file {path} does not exist")
-    try:
-        source = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise KernelBenchError(f"kernel file {path} is not UTF-8 text") from None
+    source = read_kernel_file(args.kernel)
     problem = load_problems(args.source, args.path, levels=[args.level]).get(args.level, args.problem_id)
     backend = (detect_backend(source) or DEFAULT_BACKEND) if args.backend == "auto" else args.backend
     print(f"profiling {path} ({backend}) on level {problem.level} problem {problem.problem_id} ({problem.name})",
