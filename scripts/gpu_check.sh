@@ -31,6 +31,8 @@
 #   throughput    issue 25: bench_evaluator.py over the first $KB_THROUGHPUT_N (default 40) official problems of
 #                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
 #                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100)
+#   timing-profile  scripts/profile_timing_stage.py: where a timing stage's time goes between forwards, piece by
+#                 piece (official level $KB_LEVELS, default 2, problems 1-10; under a minute)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -171,6 +173,9 @@ for phase in "${phases[@]}"; do
           --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $ids $flag \
           --out "$OUT/bench_throughput_${mode}_L${KB_LEVELS:-2}.json"
       done ;;
+    timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
+        --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
+        --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

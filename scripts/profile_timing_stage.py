@@ -1,0 +1,202 @@
+"""Where a timing stage's wall time goes between forwards: one worker's Time commands, piece by piece.
+
+Session 11's recorded sweep spent about 1 s per problem in the timing stage beyond the forwards
+themselves (docs/benchmarks.md, "Evaluator throughput"). This script runs the reference worker's own
+code in this process (trusted: the problem's Model) through the commands the evaluator sends while
+timing: a warm-up, then ROUNDS blocks of BLOCK calls with fingerprints, and times each piece of a
+call on the host: making the inputs, the L2 flush, seeding, the launch cushion, enqueuing the forward,
+waiting for the GPU, fingerprints and tolerance bounds; plus the warm-up's garbage collection and
+cache release, and (GPU) what one L2 flush costs the GPU. Host times of GPU work are enqueue times;
+the wait for the GPU shows up under "sync".
+
+    python scripts/profile_timing_stage.py --source directory --path kb_official/KernelBench --level 2 \\
+        --problem-id 1 2 3 --json timing_stage.json
+    python scripts/profile_timing_stage.py --device cpu --level 1 --problem-id 8 --reduced-size   # plumbing
+
+Run on the GPU machine; on a CPU there is no flush, cushion or event (a check that it runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelbench.evaluation import protocol  # noqa: E402
+from kernelbench.evaluation.seeds import INIT_SEED  # noqa: E402
+from kernelbench.evaluation.settings import EvalSettings  # noqa: E402
+from kernelbench.evaluation.timing import launch_cushion_us  # noqa: E402
+from kernelbench.evaluation.worker.process import Worker  # noqa: E402
+from kernelbench.problems import load_problems  # noqa: E402
+from kernelbench.problems.contract import reduced_size  # noqa: E402
+
+#: Pieces of one timed call, in the order a call runs them.
+PIECES = ("inputs", "flush", "seed", "cushion", "forward", "sync", "fingerprint", "bounds")
+
+
+class Clock:
+    """Accumulated host seconds per piece (wrapping a callable adds about a microsecond)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def wrap(self, name: str, fn: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - t0
+                self.counts[name] += 1
+        return timed
+
+
+class _SeedingInputs:
+    """The worker's ``inputs`` module with ``seed_everything`` timed (the rest passed through)."""
+
+    def __init__(self, module, clock: Clock):
+        self._module = module
+        self.seed_everything = clock.wrap("seed", module.seed_everything)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+def instrument(w: Worker, clock: Clock) -> None:
+    w._make_inputs = clock.wrap("inputs", w._make_inputs)
+    w._flush = clock.wrap("flush", w._flush)
+    w._cushion = clock.wrap("cushion", w._cushion)
+    w._sync = clock.wrap("sync", w._sync)
+    w._event_sync = clock.wrap("sync", w._event_sync)
+    w.inputs = _SeedingInputs(w.inputs, clock)
+    w.fingerprinter.sums = clock.wrap("fingerprint", w.fingerprinter.sums)
+    w.fingerprinter.bounds = clock.wrap("bounds", w.fingerprinter.bounds)
+    w._collect_cycles = clock.wrap("warmup_gc", w._collect_cycles)
+    w._release_cached_memory = clock.wrap("warmup_release", w._release_cached_memory)
+    model = w.model
+    w.model = clock.wrap("forward", model)
+
+
+def flush_gpu_ms(w: Worker, repeats: int = 20) -> float | None:
+    """GPU milliseconds of one L2 flush (event-timed), or None on the CPU."""
+    if not w.is_cuda:
+        return None
+    torch = w.torch
+    w._flush()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(repeats):
+        w.l2_flush.zero_()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / repeats
+
+
+def profile_problem(problem, device: str, rounds: int, block: int, settings: EvalSettings) -> dict:
+    w = Worker("reference", device)
+    w.cmd_init(protocol.Init(), [])
+    tol = settings.tolerance
+    w.cmd_setup(protocol.Setup(code=problem.code, precision=settings.precision, atol=tol.atol, rtol=tol.rtol,
+                               init_seed=INIT_SEED, probe_seed=None, ieee_fp32=settings.ieee_fp32,
+                               compile_mode=None), [])
+    clock = Clock()
+    instrument(w, clock)
+    cushion = settings.launch_cushion_us
+    t0 = time.perf_counter()
+    warm, _ = w.cmd_time(protocol.Time(seeds=[1, 2, 3, 4], fwd_seeds=[5, 6, 7, 8], warmup=True, fingerprint=False,
+                                       cushion_us=cushion), [])
+    warm_wall = time.perf_counter() - t0
+    event_ms, block_walls, first = [], [], None
+    before = dict(clock.seconds)
+    for r in range(rounds):
+        seeds = [100 + r * block + i for i in range(block)]
+        t0 = time.perf_counter()
+        reply, _ = w.cmd_time(protocol.Time(seeds=seeds, fwd_seeds=[s + 7 for s in seeds], warmup=False,
+                                            fingerprint=True, cushion_us=cushion), [])
+        block_walls.append(time.perf_counter() - t0)
+        event_ms.extend(reply.times_ms)
+        if r == 0:
+            # A worker's first timed block pays one-time costs (the fingerprint buffers); every candidate
+            # worker is new, so they are part of every timing stage, but shown apart from the steady state.
+            first = {"wall_s": block_walls[0], "host_s": {k: clock.seconds[k] - before.get(k, 0.0) for k in PIECES}}
+            before = dict(clock.seconds)
+    later_calls = (rounds - 1) * block
+    timed = {k: (clock.seconds[k] - before.get(k, 0.0)) / max(1, later_calls) * 1000 for k in PIECES}
+    wall_ms = sum(block_walls[1:]) / max(1, later_calls) * 1000
+    return {
+        "problem": problem.key, "name": problem.name, "calls": rounds * block,
+        "forward_event_ms": statistics.median(event_ms),
+        "first_block": first,
+        "wall_per_call_ms": wall_ms,
+        "host_ms_per_call": timed,
+        "unaccounted_ms_per_call": wall_ms - sum(timed.values()),
+        "warmup": {"calls": warm.calls, "wall_s": warm_wall, "gc_s": clock.seconds["warmup_gc"],
+                   "release_s": clock.seconds["warmup_release"]},
+        "flush_gpu_ms": flush_gpu_ms(w),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", default="builtin")
+    p.add_argument("--path", default=None)
+    p.add_argument("--level", type=int, default=2)
+    p.add_argument("--problem-id", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--rounds", type=int, default=8, help="timed blocks, at least 2 (default 8, as most level-2 "
+                   "timings took): the first is shown apart")
+    p.add_argument("--block", type=int, default=3, help="calls per block (default 3)")
+    p.add_argument("--reduced-size", action="store_true", help="each problem at its declared CPU size")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON")
+    args = p.parse_args()
+    if args.rounds < 2 or args.block < 1:
+        p.error("--rounds must be at least 2 and --block at least 1")
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error(f"--device {args.device}: no GPU here (--device cpu checks the plumbing)")
+    problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level],
+                                                                               ids=args.problem_id)
+    if args.reduced_size:
+        problems = [q.at_reduced_size() for q in problems if reduced_size(q.code) is not None]
+        if not problems:
+            p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
+    settings = EvalSettings(backend="torch", launch_cushion_us=launch_cushion_us() if args.device != "cpu" else 0)
+    rows = []
+    for problem in problems:
+        row = profile_problem(problem, args.device, args.rounds, args.block, settings)
+        rows.append(row)
+        h = row["host_ms_per_call"]
+        fb = row["first_block"]
+        print(f"{row['problem']} {row['name'][:32]:32} forward {row['forward_event_ms']:8.3f} ms (event); first block "
+              f"{fb['wall_s']:.3f} s (fingerprint {fb['host_s']['fingerprint']:.3f} s); then "
+              f"wall {row['wall_per_call_ms']:8.3f} ms per timed call; host ms: "
+              + " ".join(f"{k} {h[k]:.3f}" for k in PIECES)
+              + f" other {row['unaccounted_ms_per_call']:.3f}; warm-up {row['warmup']['calls']} calls "
+              f"{row['warmup']['wall_s']:.3f} s (gc {row['warmup']['gc_s']:.3f} s, release "
+              f"{row['warmup']['release_s']:.3f} s)"
+              + (f"; one L2 flush {row['flush_gpu_ms']:.3f} ms of GPU" if row["flush_gpu_ms"] is not None else ""),
+              flush=True)
+    if rows:
+        n = len(rows)
+        mean = {k: sum(r["host_ms_per_call"][k] for r in rows) / n for k in PIECES}
+        print(f"\nmean over {n} problem(s), host ms per timed call after the first block: "
+              + ", ".join(f"{k} {v:.3f}" for k, v in mean.items())
+              + f"; wall {sum(r['wall_per_call_ms'] for r in rows) / n:.3f}; forward (event) "
+              f"{sum(r['forward_event_ms'] for r in rows) / n:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": args.device, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
