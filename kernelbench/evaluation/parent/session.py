@@ -185,7 +185,10 @@ class DeviceSession:
 
     def drop_reference(self) -> None:
         if self.reference is not None:
-            self.reference.close()
+            if self.reference_key is None:  # its setup was never read: busy or broken, it cannot exit politely
+                self.reference.kill()
+            else:
+                self.reference.close()
         self.reference, self.reference_key = None, None
 
     def abort(self) -> None:
