@@ -112,9 +112,9 @@ def main() -> int:
     if args.problem_id:
         problems = problems.select(ids=args.problem_id)
     if args.reduced_size:
-        from kernelbench.problems.contract import reduced_size
+        from kernelbench.problems.model import at_reduced_sizes
 
-        sized = [prob.at_reduced_size() for prob in problems if reduced_size(prob.code) is not None]
+        sized = at_reduced_sizes(problems)
         if not sized:
             p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
         print(f"--reduced-size: {len(sized)} of {len(list(problems))} selected problems declare a CPU size; "

@@ -35,7 +35,7 @@ from kernelbench.evaluation.settings import EvalSettings  # noqa: E402
 from kernelbench.evaluation.timing import launch_cushion_us  # noqa: E402
 from kernelbench.evaluation.worker.process import Worker  # noqa: E402
 from kernelbench.problems import load_problems  # noqa: E402
-from kernelbench.problems.contract import reduced_size  # noqa: E402
+from kernelbench.problems.model import at_reduced_sizes  # noqa: E402
 
 #: Pieces of one timed call, in the order a call runs them.
 PIECES = ("inputs", "flush", "seed", "cushion", "forward", "sync", "fingerprint", "bounds")
@@ -167,7 +167,7 @@ def main() -> int:
     problems = load_problems(args.source, args.path, levels=[args.level]).select(levels=[args.level],
                                                                                ids=args.problem_id)
     if args.reduced_size:
-        problems = [q.at_reduced_size() for q in problems if reduced_size(q.code) is not None]
+        problems = at_reduced_sizes(problems)
         if not problems:
             p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
     settings = EvalSettings(backend="torch", launch_cushion_us=launch_cushion_us() if args.device != "cpu" else 0)

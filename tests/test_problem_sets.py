@@ -628,3 +628,16 @@ def test_identity_candidate_renames_every_mention_of_model():
     exec(identity_candidate(code), ns)
     assert "Model" not in ns and ns["ModelNew"]()(3) == 3
     assert identity_candidate("ModelNew = 1\nMyModel = 2\n") == "ModelNew = 1\nMyModel = 2\n"
+
+
+def test_at_reduced_sizes_keeps_the_problems_that_declare_a_cpu_size_each_at_it():
+    from kernelbench.problems import load_builtin
+    from kernelbench.problems.contract import reduced_size
+    from kernelbench.problems.model import at_reduced_sizes
+
+    level1 = list(load_builtin([1]).select(levels=[1]))
+    sized = at_reduced_sizes(level1)
+    declaring = [p for p in level1 if reduced_size(p.code) is not None]
+    assert 0 < len(sized) == len(declaring) < len(level1)
+    assert all(s.reduced_size is not None and s.problem_id == d.problem_id for s, d in zip(sized, declaring))
+    assert at_reduced_sizes(sized) == sized  # already reduced: kept as they are

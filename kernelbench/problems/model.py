@@ -134,8 +134,29 @@ class Problem:
             raise ValueError(f"problem {self.name} declares no CPU_SIZE (no reduced size)")
         return replace(self, code=apply_reduced_size(self.code, sizes), reduced_size=tuple(sizes.items()))
 
+    def to_json(self) -> dict:
+        """The problem as JSON-able data (another process rebuilds it with :meth:`from_json`); the hash is
+        included so that the receiving side can check the code arrived unchanged."""
+        return {"level": self.level, "problem_id": self.problem_id, "name": self.name, "code": self.code,
+                "source": self.source, "requirements": list(self.requirements), "hash": self.hash}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Problem:
+        """The problem :meth:`to_json` wrote. Raises KeyError, TypeError or ValueError on malformed data."""
+        return cls(level=int(data["level"]), problem_id=int(data["problem_id"]), name=str(data["name"]),
+                   code=str(data["code"]), source=str(data.get("source", "")),
+                   requirements=tuple(data.get("requirements") or ()))
+
     def __repr__(self) -> str:  # the code is long; keep reprs readable
         return f"Problem(level={self.level}, problem_id={self.problem_id}, name={self.name!r}, source={self.source!r})"
+
+
+def at_reduced_sizes(problems: Iterable[Problem]) -> list[Problem]:
+    """Those of ``problems`` that declare a ``CPU_SIZE``, each at it (for checking the plumbing on a CPU);
+    the others are left out."""
+    from kernelbench.problems.contract import reduced_size
+
+    return [p.at_reduced_size() for p in problems if p.reduced_size is not None or reduced_size(p.code) is not None]
 
 
 def parse_id_spec(spec: str) -> list[int]:

@@ -39,10 +39,7 @@ def uncounted(problems: Iterable[Problem], cache: CostCache) -> list[Problem]:
 
 def request(problems: Iterable[Problem], cache_path: Path) -> str:
     """The request file's text: where the cache is, and the problems to count, in order."""
-    return json.dumps({"cache": str(cache_path),
-                       "problems": [{"level": p.level, "problem_id": p.problem_id, "name": p.name, "code": p.code,
-                                     "source": p.source, "requirements": list(p.requirements)}
-                                    for p in problems]})
+    return json.dumps({"cache": str(cache_path), "problems": [p.to_json() for p in problems]})
 
 
 def count_into_cache(text: str) -> int:
@@ -51,8 +48,7 @@ def count_into_cache(text: str) -> int:
     cache = CostCache(Path(data["cache"]))
     counted = 0
     for d in data["problems"]:
-        problem = Problem(level=int(d["level"]), problem_id=int(d["problem_id"]), name=str(d["name"]),
-                          code=str(d["code"]), source=str(d["source"]), requirements=tuple(d["requirements"]))
+        problem = Problem.from_json(d)
         if cache.get(problem.hash) is not None:
             continue
         try:

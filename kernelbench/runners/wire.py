@@ -27,16 +27,12 @@ class WireFormatError(KernelBenchError):
 
 
 def problem_to_wire(problem: Problem) -> dict[str, Any]:
-    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name,
-            "code": problem.code, "source": problem.source, "requirements": list(problem.requirements),
-            "hash": problem.hash}
+    return problem.to_json()
 
 
 def problem_from_wire(data: dict[str, Any]) -> Problem:
     try:
-        problem = Problem(level=int(data["level"]), problem_id=int(data["problem_id"]), name=str(data["name"]),
-                          code=str(data["code"]), source=str(data.get("source", "")),
-                          requirements=tuple(data.get("requirements") or ()))
+        problem = Problem.from_json(data)
     except (KeyError, TypeError, ValueError) as e:
         raise WireFormatError(f"malformed problem in payload: {e!r}") from None
     if data.get("hash") and data["hash"] != problem.hash:
