@@ -207,20 +207,27 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     if confinement is not None and role == "reference":
         raise ValueError("the reference worker runs trusted code only and is never confined")
     w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
-    try:
-        header, _ = w.channel.recv(WORKER_START_TIMEOUT_S)
-        msg, _ = protocol.decode_reply(header, protocol.Ready)
-    except (ChannelTimeout, ChannelClosed, ProtocolError):
-        tail = w.output_tail()
-        w.kill()
-        raise RuntimeError(f"could not start a {role} worker on {device}: {w.exit_description()}\n{tail}") from None
-    if isinstance(msg, protocol.ErrorReply):
-        w.kill()
-        raise RuntimeError(f"{role} worker on {device} failed to start: {msg.type}: {msg.message}")
+    _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
     _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         finish_init(w, send_init(w))
     return w
+
+
+def _startup_reply(w: WorkerProcess, expect: type[R], timeout: float, verb: str) -> R:
+    """A starting worker's ``Ready`` or ``InitReply``; anything else kills it and raises a RuntimeError
+    saying it could not ``verb`` (start, initialise), with the tail of its output."""
+    try:
+        header, _ = w.channel.recv(timeout)
+        msg, _ = protocol.decode_reply(header, expect)
+    except (ChannelTimeout, ChannelClosed, ProtocolError):
+        tail = w.output_tail()
+        w.kill()
+        raise RuntimeError(f"could not {verb} a {w.role} worker on {w.device}: {w.exit_description()}\n{tail}") from None
+    if isinstance(msg, protocol.ErrorReply):
+        w.kill()
+        raise RuntimeError(f"{w.role} worker on {w.device} failed to {verb}: {msg.type}: {msg.message}")
+    return msg
 
 
 def send_init(w: WorkerProcess) -> float:
@@ -232,17 +239,7 @@ def send_init(w: WorkerProcess) -> float:
 def finish_init(w: WorkerProcess, sent_at: float) -> None:
     """Wait for the worker's :class:`~kernelbench.evaluation.protocol.InitReply`; keep its environment."""
     remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
-    try:
-        header, _ = w.channel.recv(remaining)
-        reply, _ = protocol.decode_reply(header, protocol.InitReply)
-    except (ChannelTimeout, ChannelClosed, ProtocolError):
-        tail = w.output_tail()
-        w.kill()
-        raise RuntimeError(f"could not initialise a {w.role} worker on {w.device}: {w.exit_description()}\n{tail}") from None
-    if isinstance(reply, protocol.ErrorReply):
-        w.kill()
-        raise RuntimeError(f"{w.role} worker on {w.device} failed to initialise: {reply.type}: "
-                           f"{reply.message}")
+    reply = _startup_reply(w, protocol.InitReply, remaining, "initialise")
     w.info = reply.env or {}
     w.preloaded = list(reply.preloaded or [])
 
