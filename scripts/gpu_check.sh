@@ -121,9 +121,16 @@ for phase in "${phases[@]}"; do
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     dsl)
-      # Wheels come in parts (one device call carries at most 64 MiB): reassemble split files (NAME.whl.part-aa,
-      # -ab, ...) into NAME.whl, then install without the network into /tmp/kb-dsl-site.
-      if compgen -G ".dsl-wheels/*.whl*" >/dev/null; then
+      # The packages come in parts (one device call carries at most 64 MiB). scripts/pack_dsl_site.sh makes an xz
+      # archive of the installed packages split over .dsl-wheels/a, b, ...: join and unpack it into /tmp/kb-dsl-site.
+      # Or wheels: split files (NAME.whl.part-aa, -ab, ...) are joined into NAME.whl, then installed there.
+      if compgen -G ".dsl-wheels/*/dslsite.tar.xz.part-*" >/dev/null; then
+        # shellcheck disable=SC2016
+        run dsl-unpack bash -c 'cat .dsl-wheels/*/dslsite.tar.xz.part-* > /tmp/kb-dslsite.tar.xz && mkdir -p /tmp/kb-dsl-site &&
+          python3 -c "import tarfile; tarfile.open(\"/tmp/kb-dslsite.tar.xz\").extractall(\"/tmp/kb-dsl-site\")" &&
+          rm -f /tmp/kb-dslsite.tar.xz'
+        export PYTHONPATH=$dsl_site:${PYTHONPATH:-}
+      elif compgen -G ".dsl-wheels/*.whl*" >/dev/null; then
         for first in .dsl-wheels/*.whl.part-aa; do
           [ -e "$first" ] || continue
           whl=${first%.part-aa}; cat "$whl".part-* > "$whl" && rm -f "$whl".part-*

@@ -1,8 +1,8 @@
 """Refinement with profiles (``--feedback profile``) on the CPU path, against the real local LLM stand-in.
 
 On this machine no profile can be taken (no GPU, no ncu): the real profiler says why, that line reaches
-the next prompt and the run goes on. A second profile source, built from the synthetic ncu fixture
-(tests/fixtures/ncu), shows how a real profile sits in the prompt and in the generation record.
+the next prompt and the run goes on. A second profile source, built from a real ncu capture of the
+Triton ReLU on an H100 (tests/fixtures/ncu), shows how a real profile sits in the prompt and in the generation record.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kernelbench.generation.pipeline import ProfileNote, PromptOptions, refine_s
 from kernelbench.runs import RunDirectory
 
 OPTIONS = PromptOptions("triton", "fp32", "H100")
-FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "synthetic_raw_page.csv"
+FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "real_triton_8_ReLU.csv"
 no_gpu_here = pytest.mark.skipif(bool(shutil.which("nvidia-smi")), reason="this machine has a GPU")
 
 
@@ -40,7 +40,7 @@ def problems(tmp_path):
 
 
 def fixture_profiler(calls: list):
-    """A profile source that reads the synthetic ncu capture (the same parser and report as a real run)."""
+    """A profile source that reads a real ncu capture (the same parser and report as a real run)."""
     from kernelbench.evaluation.guards.runtime import own_kernel_names
     from kernelbench.profiling import parse_ncu_csv
     from kernelbench.profiling.run import _report
@@ -73,12 +73,12 @@ def test_the_last_correct_kernels_profile_reaches_the_next_prompt_and_the_record
     for prompt in prompts[1:]:
         assert "## Profile of your last correct kernel (the attempt above)" in prompt
         assert "Nsight Compute profile of one forward of level 1 problem 2 (2_Scale)" in prompt
-        assert "-> memory-bound (92% of peak memory throughput)" in prompt
+        assert "-> memory-bound (88% of peak memory throughput)" in prompt
         assert "the profile shows where its time goes" in prompt
     text = rd.file_for(1, 2, 0, "turn1_profile.txt").read_text()
     assert text in prompts[1]
     report = json.loads(rd.file_for(1, 2, 0, "turn1_profile.json").read_text())
-    assert report["problem_id"] == 2 and len(report["kernels"]) == 4
+    assert report["problem_id"] == 2 and len(report["kernels"]) == 1
     turns = json.loads(rd.file_for(1, 2, 0, "turns.json").read_text())
     assert [("profile" in t) for t in turns["turns"]] == [True, True, False]
     assert turns["turns"][0]["profile"] == text

@@ -1,8 +1,10 @@
 """Nsight Compute profiles: reading ncu's CSV, the limiting factor, the report's text and JSON, and the command.
 
-The CSV fixtures in tests/fixtures/ncu/ are SYNTHETIC (written to ncu's documented layout, numbers
-invented; see the README there) until a real capture replaces them: ``REAL`` lists real captures when
-they exist. The GPU test at the end profiles a worked solution for real (marked ``gpu``).
+tests/fixtures/ncu/ holds real captures (``real_*.csv``: ncu's raw log of one forward of a worked solution on an
+H100, with the kernel line our report printed there in ``real_captures.json``) and two SYNTHETIC files that exercise
+what the format allows and the captures do not show (the details page, ``n/a``, several launches, thousands
+separators; numbers invented, see the README there). The GPU test at the end profiles a worked solution for real
+(marked ``gpu``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from kernelbench.profiling.run import ProfileOptions, ProfileUnavailable, _repor
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 RAW = FIXTURES / "synthetic_raw_page.csv"
 DETAILS = FIXTURES / "synthetic_details_page.csv"
-#: Real captures from the GPU machine (scripts/gpu_check.sh profile), once committed.
+#: Real captures from the GPU machine (scripts/gpu_check.sh profile), and what the report printed for each there.
 REAL = sorted(FIXTURES.glob("real_*.csv"))
+CAPTURES = json.loads((FIXTURES / "real_captures.json").read_text())["captures"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -78,10 +81,28 @@ def test_no_table_is_an_error_and_an_empty_table_is_no_launch():
     assert parse_ncu_csv("\n".join(header) + "\n") == []
 
 
+def test_every_real_capture_has_its_printed_line():
+    assert len(REAL) >= 7 and sorted(p.name for p in REAL) == sorted(CAPTURES)
+    assert {c["backend"] for c in CAPTURES.values()} == {"triton", "cuda", "cute", "tilelang"}
+
+
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
-def test_real_captures_parse(path):
+def test_real_capture_gives_the_line_printed_on_the_gpu(path):
+    """Parser, own-kernel recognition (the DSLs' generated names), limiting factor and text, against the H100 run."""
+    from kernelbench.evaluation.guards.runtime import own_kernel_names
+
+    capture = CAPTURES[path.name]
     launches = parse_ncu_csv(path.read_text())
-    assert launches and all(la.values.get("duration_us") for la in launches)
+    assert len(launches) == 1 and launches[0].values["duration_us"] > 0
+    source = (ROOT / capture["solution"]).read_text()
+    own = own_kernel_names(source)
+    kernels = [KernelProfile(launch_id=la.launch_id, kernel=la.kernel, stream=la.stream,
+                             own=any(n and n in la.kernel for n in own),
+                             **{k: v for k, v in la.values.items() if k in KernelProfile.model_fields})
+               for la in launches]
+    report = ProfileReport(level=1, problem_id=1, problem_name="x", backend=capture["backend"], kernels=kernels)
+    (line,) = [ln for ln in report.to_text().splitlines() if ln.startswith("- ")]
+    assert line == capture["printed_kernel_line"]
 
 
 def test_failure_reasons():

@@ -12,8 +12,8 @@ the CUDA cores (TF32 tensor cores would be about 1e-3 off); fp16/bf16 inputs are
 shared memory and the result is rounded once at the store. On the CUDA cores this is slower than
 cuBLAS's SGEMM; it shows the DSL, not a record.
 
-Unverified: written against nvidia-cutlass-dsl 4.8.1 and compiled to PTX for sm_90a on a machine without a
-GPU (124 registers, no spills); it has not yet run on one (see kernelbench/solutions/README.md).
+Verified on an H100 80GB HBM3 (2026-11-25, nvidia-cutlass-dsl 4.8.1): correct and timed through the full
+evaluator, sandboxed, no warning finding (0.47x of PyTorch's IEEE fp32 GEMM; 126 registers under ncu).
 """
 
 import cuda.bindings.driver as cuda

@@ -10,8 +10,9 @@ one compiled function serves every shape, and the element count is a runtime arg
 function receives PyTorch's current stream and launches on it (without one, the DSL would launch on
 the legacy default stream, not the stream the caller is timing).
 
-Unverified: written against nvidia-cutlass-dsl 4.8.1 and compiled to PTX for sm_90a on a machine
-without a GPU; it has not yet run on one (see kernelbench/solutions/README.md).
+Verified on an H100 80GB HBM3 (2026-11-25, nvidia-cutlass-dsl 4.8.1): correct and timed through the full
+evaluator, sandboxed, no warning finding (0.59x of PyTorch at 0.61 ms, flagged host-bound: each call's
+``from_dlpack`` wrapping costs more host time than the kernel's GPU time; see kernelbench/solutions/README.md).
 """
 
 import cuda.bindings.driver as cuda

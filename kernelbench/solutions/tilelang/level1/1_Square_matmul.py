@@ -11,8 +11,8 @@ The kernel factory is a ``@tilelang.jit`` function: calling it with a shape and 
 compiled kernel (compiled on first use, cached by TileLang afterwards), which allocates C itself
 (``out_idx=[-1]``) and launches on PyTorch's current stream.
 
-Unverified: written against tilelang 0.1.15 and compiled for sm_90a (CUDA source and cubin) on a machine
-without a GPU; it has not yet run on one (see kernelbench/solutions/README.md).
+Verified on an H100 80GB HBM3 (2026-11-25, tilelang 0.1.15): correct and timed through the full evaluator,
+sandboxed, no warning finding (0.69x of PyTorch's IEEE fp32 GEMM).
 """
 
 import tilelang

@@ -9,8 +9,8 @@ The kernel is specialised to the shape and dtype (TileLang compiles static shape
 once per (rows, columns, dtype) with ``tilelang.compile``; the output is allocated by the kernel
 (``out_idx``) on the input's device, and TileLang launches on PyTorch's current stream.
 
-Unverified: written against tilelang 0.1.15 and compiled for sm_90a (CUDA source and cubin) on a machine
-without a GPU; it has not yet run on one (see kernelbench/solutions/README.md).
+Verified on an H100 80GB HBM3 (2026-11-25, tilelang 0.1.15): correct and timed through the full evaluator,
+sandboxed, no warning finding (0.98x of PyTorch).
 """
 
 import tilelang
