@@ -48,6 +48,8 @@
 #                 while the machine stays warm), then aggregated and built; the new bundles, data/ and site come
 #                 back under $OUT/demo-board (see examples/demo-board/README.md for committing them)
 #   overhead      the sandbox's cost: bench_evaluator.py over built-in levels 1-3, --sandbox require, then off
+#   transport     scripts/bench_host_copies.py: a sandboxed candidate's outputs to the reference (0.5 and 2 GiB), the
+#                 reader's mapping per trial / kept / kept and page-locked; then the sandbox's GPU tests (under 2 min)
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
 #   official-baselines  scripts/bench_baselines.py over the official KernelBench levels 1-3 at $KB_OFFICIAL (default
 #                 kb_official/KernelBench, carried, never committed) into baselines/kernelbench/<GPU>.json and its
@@ -204,6 +206,8 @@ for phase in "${phases[@]}"; do
         --out "$OUT/bench_identity_sandbox.json"
       run overhead-process python3 scripts/bench_evaluator.py --levels 1 2 3 --sandbox off \
         --out "$OUT/bench_identity_process.json" ;;
+    transport) run transport python3 scripts/bench_host_copies.py --gib 0.5 2 --trials 5 --json "$OUT/bench_host_copies.json"
+      run sandbox-gpu python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_sandbox_gpu.py ;;
     demo) run demo python3 scripts/bench_demo.py --repeat 3 --json "$OUT/demo_gpu.json" ;;
     demo-board)
       # The worked solutions are this repository's own kernels: process isolation (the sandbox has its phase).

@@ -376,13 +376,25 @@ def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tm
     path, me, cpu = str(tmp_path / "kbx-arena"), os.getuid(), torch.device("cpu")
     spec = {"path": path, "uid": me}
     assert torch.equal(transport._read_host_copy(spec, ox, 96, cpu).view(torch.float32).reshape(6, 4), x)
+    mapping = transport._reading
     assert torch.equal(transport._read_host_copy(spec, oy, 56, cpu).view(torch.int64), y)
+    assert transport._reading is mapping  # one mapping of the file serves every read (a trial's tensors, trials)
     arena.reset()  # the next export starts again at the beginning of the same file
     assert arena.append(y) == 0 and torch.equal(transport._read_host_copy(spec, 0, 56, cpu).view(torch.int64), y)
+    assert transport._reading is mapping  # rewritten in place: the shared mapping shows the new bytes
+    got = transport._read_host_copy(spec, 0, 56, cpu)
+    arena.reset()
+    arena.append(torch.zeros(7, dtype=torch.int64))
+    assert torch.equal(got.view(torch.int64), y)  # what was read is a copy, not a view of the candidate's file
     big = torch.ones(1 << 19, dtype=torch.float64)  # 4 MiB: the arena grows
     assert arena.append(big) == 4096 and arena.size >= 4096 + big.numel() * 8
     assert torch.equal(transport._read_host_copy(spec, 4096, big.numel() * 8, cpu).view(torch.float64), big)
+    assert transport._reading is not mapping and mapping.buf is None  # a grown file is mapped again, the old let go
+    transport.release_host_copy_mapping()
+    assert transport._reading is None
     arena.close()
+    with pytest.raises(transport.TransportError, match="empty tensor"):
+        transport._read_host_copy(spec, 0, 0, cpu)
     with pytest.raises(transport.TransportError, match="holds"):
         transport._read_host_copy(spec, os.path.getsize(path) - 4, 8, cpu)
     with pytest.raises(transport.TransportError, match="offset"):

@@ -196,8 +196,64 @@ def begin_host_copies() -> None:
         _arena.reset()
 
 
+#: cudaHostRegisterReadOnly: page-lock memory the GPU will only read (the reader maps the candidate's file read-only).
+_REGISTER_READ_ONLY = 0x08
+
+
+class HostCopyMapping:
+    """The reading side of a candidate's host-copy file: mapped read-only once and page-locked for the GPU, then
+    reused for every trial while the file stays the same (device, inode, size).
+
+    A fresh private mapping per trial paid page faults over the whole file and a pageable copy to the GPU: on the
+    H100 about 0.4 s per gigabyte per trial, which made correctness on official level 2 (outputs up to 2.1 GB)
+    six times slower in the sandbox. Page-locked, the copy is one DMA from the shared pages. Where the driver
+    refuses to page-lock the mapping, it is still reused and copied as pageable memory.
+    """
+
+    def __init__(self, fd: int, st: os.stat_result, device: torch.device, pin: bool = True):
+        import warnings
+
+        self.key = (st.st_dev, st.st_ino, st.st_size)
+        self._mm: mmap.mmap | None = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        with warnings.catch_warnings():  # read-only memory: only ever copied from, never written through
+            warnings.simplefilter("ignore", UserWarning)
+            self.buf: torch.Tensor | None = torch.frombuffer(self._mm, dtype=torch.uint8)
+        self.pinned = False
+        if pin and device.type == "cuda" and torch.cuda.is_available():
+            cudart = torch.cuda.cudart()
+            self.pinned = int(cudart.cudaHostRegister(self.buf.data_ptr(), st.st_size, _REGISTER_READ_ONLY)) == 0
+            if not self.pinned:  # clear the sticky error; the mapping still serves, as pageable memory
+                cudart.cudaGetLastError()
+
+    def read(self, offset: int, nbytes: int, device: torch.device) -> torch.Tensor:
+        assert self.buf is not None
+        return self.buf[offset:offset + nbytes].to(device, copy=True)
+
+    def close(self) -> None:
+        if self.buf is not None and self.pinned:
+            torch.cuda.cudart().cudaHostUnregister(self.buf.data_ptr())
+        self.buf, self.pinned = None, False
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+
+_reading: HostCopyMapping | None = None
+
+
+def release_host_copy_mapping() -> None:
+    """Let go of the last candidate's file (a new problem starts; the file may be gone, its pages not)."""
+    global _reading
+    if _reading is not None:
+        _reading.close()
+        _reading = None
+
+
 def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -> torch.Tensor:
-    """Bytes of a host copy the parent vouched for: a regular file (never a link) of the worker's uid."""
+    """Bytes of a host copy the parent vouched for: a regular file (never a link) of the worker's uid.
+
+    Checked on every read (owner, type, size), then copied from the mapping kept for that file."""
+    global _reading
     if not isinstance(spec, dict) or not isinstance(spec.get("path"), str) or not isinstance(spec.get("uid"), int):
         raise TransportError("bad host copy")
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
@@ -210,15 +266,16 @@ def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != spec["uid"]:
             raise TransportError("host copy is not a regular file of the candidate's")
+        if nbytes <= 0:
+            raise TransportError("an empty tensor has no host copy")
         if offset + nbytes > st.st_size:
             raise TransportError(f"host copy holds {st.st_size} bytes, the tensor needs {offset + nbytes}")
-        with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_COPY) as mm:
-            src = torch.frombuffer(mm, dtype=torch.uint8)
-            out = src[offset:offset + nbytes].to(device, copy=True)
-            del src
-        return out
+        if _reading is None or _reading.key != (st.st_dev, st.st_ino, st.st_size):
+            release_host_copy_mapping()
+            _reading = HostCopyMapping(fd, st, device)
     finally:
         os.close(fd)
+    return _reading.read(offset, nbytes, device)
 
 
 # ------------------------------------------------------------------ decode (trusted side)

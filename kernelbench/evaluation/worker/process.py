@@ -192,6 +192,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
     # ------------------------------------------------------------------ commands
     def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
         """Reference: build Model and find out whether its forward is random."""
+        self.transport.release_host_copy_mapping()  # the last problem's candidate is gone
         self.precision = cmd.precision
         self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
         self._set_fp32_math(bool(cmd.ieee_fp32))
