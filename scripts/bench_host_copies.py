@@ -52,7 +52,7 @@ def _read(mode: str, spec: dict, offset: int, nbytes: int, device: torch.device)
         st = os.fstat(fd)
         if mode == "read, mapped per trial" or transport._reading is None:
             transport.release_host_copy_mapping()
-            transport._reading = transport.HostCopyMapping(fd, st, device, pin=False)
+            transport._reading = transport.HostCopyMapping(fd, st, device, pin=False, path=spec["path"])
     finally:
         os.close(fd)
     out = transport._reading.read(offset, nbytes, device)

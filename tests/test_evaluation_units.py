@@ -414,6 +414,31 @@ def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tm
                          "host_file": {"path": str(secret), "uid": me}}], [], cpu)
 
 
+def test_a_kept_host_copy_mapping_is_never_taken_for_another_candidates_file(tmp_path):
+    """The next candidate's file (another worker's folder, or a new file where the old one was) is mapped afresh."""
+    from kernelbench.evaluation import transport
+
+    cpu, me = torch.device("cpu"), os.getuid()
+    first, second = torch.full((16,), 1.0), torch.full((16,), 2.0)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder, t in (("a", first), ("b", second)):
+        arena = transport.HostArena(str(tmp_path / folder / "kbx-arena"))
+        arena.append(t)
+        arena.close()
+    spec_a = {"path": str(tmp_path / "a" / "kbx-arena"), "uid": me}
+    spec_b = {"path": str(tmp_path / "b" / "kbx-arena"), "uid": me}
+    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), first)
+    assert torch.equal(transport._read_host_copy(spec_b, 0, 64, cpu).view(torch.float32), second)  # same size
+    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), first)
+    os.unlink(spec_a["path"])  # a new file of the same size where the mapped one was
+    arena = transport.HostArena(spec_a["path"])
+    arena.append(second)
+    arena.close()
+    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), second)
+    transport.release_host_copy_mapping()
+
+
 @pytest.mark.parametrize("field, value", [("timing_budget_s", -1.0), ("timing_budget_s", 0.0),
                                           ("timing_budget_s", float("nan")), ("stage_timeout_s", -5.0)])
 def test_settings_refuse_a_budget_or_timeout_that_is_not_positive(field, value):

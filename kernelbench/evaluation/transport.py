@@ -210,10 +210,10 @@ class HostCopyMapping:
     refuses to page-lock the mapping, it is still reused and copied as pageable memory.
     """
 
-    def __init__(self, fd: int, st: os.stat_result, device: torch.device, pin: bool = True):
+    def __init__(self, fd: int, st: os.stat_result, device: torch.device, pin: bool = True, path: str = ""):
         import warnings
 
-        self.key = (st.st_dev, st.st_ino, st.st_size)
+        self.key = _mapping_key(path, st)
         self._mm: mmap.mmap | None = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
         with warnings.catch_warnings():  # read-only memory: only ever copied from, never written through
             warnings.simplefilter("ignore", UserWarning)
@@ -239,6 +239,13 @@ class HostCopyMapping:
 
 
 _reading: HostCopyMapping | None = None
+
+
+def _mapping_key(path: str, st: os.stat_result) -> tuple:
+    """Which file a mapping is of. While mapped, the file's inode cannot be freed, so no other file on its device
+    has its inode number: a new file where the old one was (or another worker's) is always mapped afresh. The path
+    (a fresh folder per worker, made by the parent) and the owner are part of the key as well."""
+    return (path, st.st_uid, st.st_dev, st.st_ino, st.st_size)
 
 
 def release_host_copy_mapping() -> None:
@@ -270,9 +277,9 @@ def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -
             raise TransportError("an empty tensor has no host copy")
         if offset + nbytes > st.st_size:
             raise TransportError(f"host copy holds {st.st_size} bytes, the tensor needs {offset + nbytes}")
-        if _reading is None or _reading.key != (st.st_dev, st.st_ino, st.st_size):
+        if _reading is None or _reading.key != _mapping_key(spec["path"], st):
             release_host_copy_mapping()
-            _reading = HostCopyMapping(fd, st, device)
+            _reading = HostCopyMapping(fd, st, device, path=spec["path"])
     finally:
         os.close(fd)
     return _reading.read(offset, nbytes, device)
