@@ -30,7 +30,8 @@
 #                 device call per level, e.g. KB_LEVELS=3)
 #   throughput    issue 25: bench_evaluator.py over the first $KB_THROUGHPUT_N (default 40) official problems of
 #                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
-#                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100)
+#                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100;
+#                 KB_SANDBOX=off|require|auto, default auto: candidates sandboxed where the sandbox works)
 #   timing-profile  scripts/profile_timing_stage.py: where a timing stage's time goes between forwards, piece by
 #                 piece (official level $KB_LEVELS, default 2, problems 1-10; under a minute)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
@@ -180,7 +181,7 @@ for phase in "${phases[@]}"; do
         # shellcheck disable=SC2086
         run "throughput-$mode" python3 scripts/bench_evaluator.py --source directory \
           --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $ids $flag \
-          --out "$OUT/bench_throughput_${mode}_L${KB_LEVELS:-2}.json"
+          --sandbox "${KB_SANDBOX:-auto}" --out "$OUT/bench_throughput_${mode}_L${KB_LEVELS:-2}.json"
       done ;;
     timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
