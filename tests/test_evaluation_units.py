@@ -7,6 +7,7 @@ import math
 import os
 import socket
 import threading
+import time
 
 import pytest
 import torch
@@ -365,7 +366,7 @@ def test_cushion_cycles_scale_from_the_calibration_spin():
 
 
 # ------------------------------------------------------------------ transport (host copies of a sandboxed candidate)
-def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tmp_path):
+def test_host_copies_round_trip_and_refuse_links_other_owners_short_files_and_fifos(tmp_path):
     from kernelbench.evaluation import transport
 
     arena = transport.HostArena(str(tmp_path / "kbx-arena"))
@@ -376,22 +377,17 @@ def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tm
     path, me, cpu = str(tmp_path / "kbx-arena"), os.getuid(), torch.device("cpu")
     spec = {"path": path, "uid": me}
     assert torch.equal(transport._read_host_copy(spec, ox, 96, cpu).view(torch.float32).reshape(6, 4), x)
-    mapping = transport._reading
     assert torch.equal(transport._read_host_copy(spec, oy, 56, cpu).view(torch.int64), y)
-    assert transport._reading is mapping  # one mapping of the file serves every read (a trial's tensors, trials)
     arena.reset()  # the next export starts again at the beginning of the same file
     assert arena.append(y) == 0 and torch.equal(transport._read_host_copy(spec, 0, 56, cpu).view(torch.int64), y)
-    assert transport._reading is mapping  # rewritten in place: the shared mapping shows the new bytes
     got = transport._read_host_copy(spec, 0, 56, cpu)
     arena.reset()
     arena.append(torch.zeros(7, dtype=torch.int64))
-    assert torch.equal(got.view(torch.int64), y)  # what was read is a copy, not a view of the candidate's file
+    assert torch.equal(got.view(torch.int64), y)  # what was read is the reference's own copy
     big = torch.ones(1 << 19, dtype=torch.float64)  # 4 MiB: the arena grows
     assert arena.append(big) == 4096 and arena.size >= 4096 + big.numel() * 8
     assert torch.equal(transport._read_host_copy(spec, 4096, big.numel() * 8, cpu).view(torch.float64), big)
-    assert transport._reading is not mapping and mapping.buf is None  # a grown file is mapped again, the old let go
-    transport.release_host_copy_mapping()
-    assert transport._reading is None
+    assert transport._reading is None  # without a GPU nothing is mapped: the bytes are read
     arena.close()
     with pytest.raises(transport.TransportError, match="empty tensor"):
         transport._read_host_copy(spec, 0, 0, cpu)
@@ -408,35 +404,81 @@ def test_host_copies_round_trip_and_refuse_links_other_owners_and_short_files(tm
         transport._read_host_copy({"path": str(tmp_path / "link"), "uid": me}, 0, 8, cpu)
     with pytest.raises(transport.TransportError, match="bad host copy"):
         transport._read_host_copy({"path": 3}, 0, 8, cpu)
+    os.mkfifo(tmp_path / "fifo")  # a FIFO in the arena's place: refused at once, it does not hang the reference
+    t0 = time.monotonic()
+    with pytest.raises(transport.TransportError, match="regular file of the candidate"):
+        transport._read_host_copy({"path": str(tmp_path / "fifo"), "uid": me}, 0, 8, cpu)
+    assert time.monotonic() - t0 < 5
     # A description naming a host file is for a CUDA tensor on a CUDA evaluation only.
     with pytest.raises(transport.TransportError, match="CUDA evaluation"):
         decode_tensors([{"dtype": "float32", "shape": [2], "device": "cuda:0", "offset": 0,
                          "host_file": {"path": str(secret), "uid": me}}], [], cpu)
 
 
-def test_a_kept_host_copy_mapping_is_never_taken_for_another_candidates_file(tmp_path):
-    """The next candidate's file (another worker's folder, or a new file where the old one was) is mapped afresh."""
+def test_a_file_that_ends_while_it_is_read_is_an_error_not_a_crash(tmp_path):
     from kernelbench.evaluation import transport
 
-    cpu, me = torch.device("cpu"), os.getuid()
-    first, second = torch.full((16,), 1.0), torch.full((16,), 2.0)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    for folder, t in (("a", first), ("b", second)):
-        arena = transport.HostArena(str(tmp_path / folder / "kbx-arena"))
+    f = tmp_path / "kbx-arena"
+    f.write_bytes(b"x" * 100)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert bytes(transport._pread(fd, 10, 50).numpy()) == b"x" * 50
+        os.truncate(f, 30)  # shrunk after the size was checked
+        with pytest.raises(transport.TransportError, match="ended after 30 bytes"):
+            transport._pread(fd, 10, 50)
+    finally:
+        os.close(fd)
+
+
+def test_the_kept_mapping_is_reused_remapped_and_never_taken_for_another_file(tmp_path):
+    """What a GPU reference keeps (tested unpinned here): one mapping per file, of the part a comparison reads."""
+    from kernelbench.evaluation import transport
+
+    cpu = torch.device("cpu")
+
+    def write(path, t):
+        arena = transport.HostArena(str(path))
+        arena.reset()
         arena.append(t)
         arena.close()
-    spec_a = {"path": str(tmp_path / "a" / "kbx-arena"), "uid": me}
-    spec_b = {"path": str(tmp_path / "b" / "kbx-arena"), "uid": me}
-    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), first)
-    assert torch.equal(transport._read_host_copy(spec_b, 0, 64, cpu).view(torch.float32), second)  # same size
-    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), first)
-    os.unlink(spec_a["path"])  # a new file of the same size where the mapped one was
-    arena = transport.HostArena(spec_a["path"])
-    arena.append(second)
+
+    def kept(path, extent):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return transport.kept_mapping(fd, os.fstat(fd), str(path), extent, cpu, pin=False)
+        finally:
+            os.close(fd)
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = tmp_path / "a" / "kbx-arena", tmp_path / "b" / "kbx-arena"
+    first, second = torch.full((16,), 1.0), torch.full((16,), 2.0)
+    write(a, first)
+    write(b, second)
+    m = kept(a, 64)
+    assert m.length == 4096 and torch.equal(m.read(0, 64, cpu).view(torch.float32), first)  # only what is read
+    assert kept(a, 100) is m  # reused while the file and the extent fit
+    with pytest.raises(transport.TransportError, match="outside its mapping"):
+        m.read(4000, 200, cpu)
+    m2 = kept(a, 8192)  # a comparison that reads further maps again
+    assert m2 is not m and m.buf is None and m2.length == 8192 and transport._reading is m2
+    write(a, second)  # rewritten in place (same file, same size): the shared mapping shows the new bytes
+    assert kept(a, 64) is m2 and torch.equal(m2.read(0, 64, cpu).view(torch.float32), second)
+    mb = kept(b, 64)  # another worker's file of the same size
+    assert mb is not m2 and m2.buf is None
+    write(a, first)
+    assert kept(a, 64) is not mb  # back to a: mapped afresh
+    os.unlink(a)  # a new file where the mapped one was (its inode is still held by the mapping)
+    write(a, second)
+    assert torch.equal(kept(a, 64).read(0, 64, cpu).view(torch.float32), second)
+    big = torch.zeros(1 << 20)  # the arena grows: a new size is a new mapping
+    old = transport._reading
+    arena = transport.HostArena(str(a))
+    arena.append(big)
     arena.close()
-    assert torch.equal(transport._read_host_copy(spec_a, 0, 64, cpu).view(torch.float32), second)
+    assert kept(a, 64) is not old
     transport.release_host_copy_mapping()
+    assert transport._reading is None
 
 
 @pytest.mark.parametrize("field, value", [("timing_budget_s", -1.0), ("timing_budget_s", 0.0),
@@ -458,3 +500,79 @@ def test_cli_refuses_a_timing_budget_that_is_not_positive(value, tmp_path):
     out = subprocess.run([sys.executable, "-m", "kernelbench.cli.main", "eval", "--level", "1", "--problem-id", "1",
                           "--kernel", str(kernel), "--timing-budget", value], capture_output=True, text=True)
     assert out.returncode == 2 and "--timing-budget" in out.stderr and "expected a number" in out.stderr, out.stderr
+
+
+def test_the_reference_refuses_descriptions_that_claim_far_more_than_its_own_outputs_unread():
+    """Claims beyond CLAIM_FACTOR times the reference's bytes are refused before anything is read (the candidate
+    cannot make the trusted reference allocate, read or page-lock memory at will); a wrong dtype within it is still
+    read and named."""
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.seeds import INIT_SEED
+    from kernelbench.evaluation.worker.process import CLAIM_FACTOR, CLAIM_SLACK, Worker
+
+    code = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            "        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(64, 32)]\n\n"
+            "def get_init_inputs():\n    return []\n")
+    w = Worker("reference", "cpu")
+    w.cmd_init(protocol.Init(), [])
+    w.cmd_setup(protocol.Setup(code=code, precision="fp32", atol=1e-4, rtol=1e-4, init_seed=INIT_SEED, probe_seed=None,
+                               ieee_fp32=True, compile_mode=None), [])
+
+    def compare(out_desc, blob, in_shape=(64, 32)):
+        w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+        x, _ = w.slots["0"]
+        ins, in_blobs = encode_tensors(list(x))
+        ins[0]["blob"] = 1
+        ins[0]["shape"] = list(in_shape)
+        reply, _ = w.cmd_compare(protocol.Compare(slot=0, tree={"t": "tensor", "i": 0, "cls": "torch.Tensor"},
+                                                  outputs=[out_desc], inputs=ins), [blob, *in_blobs])
+        return reply
+
+    huge = (CLAIM_FACTOR * 64 * 32 * 4 + CLAIM_SLACK) // 4 + 1
+    reply = compare({"dtype": "float32", "shape": [huge], "device": "cpu", "blob": 0}, b"")
+    assert not reply.passed and "far more than the reference's 8192" in reply.reason
+    reply = compare({"dtype": "float32", "shape": [64, 32], "device": "cpu", "blob": 0}, bytes(8192), in_shape=(huge,))
+    assert not reply.passed and "inputs claim" in reply.reason
+    # Twice the bytes (float64 for float32): read, and the comparison says what is wrong.
+    reply = compare({"dtype": "float64", "shape": [64, 32], "device": "cpu", "blob": 0}, bytes(16384))
+    assert not reply.passed and "dtype torch.float64, expected torch.float32" in reply.reason
+    # Host copies placed far beyond what the outputs and inputs can fill are refused too.
+    far = {"dtype": "float32", "shape": [64, 32], "device": "cuda:0", "offset": 1 << 40,
+           "host_file": {"path": "/nonexistent", "uid": 0}}
+    reply = compare(far, b"")
+    assert not reply.passed and "beyond what its outputs and inputs can fill" in reply.reason
+
+
+def test_the_reference_lets_go_of_the_kept_mapping_after_the_last_comparison_and_at_a_new_problem(tmp_path):
+    from kernelbench.evaluation import protocol, transport
+    from kernelbench.evaluation.seeds import INIT_SEED
+    from kernelbench.evaluation.worker.process import Worker
+
+    f = tmp_path / "kbx-arena"
+    f.write_bytes(bytes(8192))
+
+    def keep():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            assert transport.kept_mapping(fd, os.fstat(fd), str(f), 64, torch.device("cpu"), pin=False) is not None
+        finally:
+            os.close(fd)
+        assert transport._reading is not None
+
+    code = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            "        return x * 2\n\ndef get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n"
+            "    return []\n")
+    setup = protocol.Setup(code=code, precision="fp32", atol=1e-4, rtol=1e-4, init_seed=INIT_SEED, probe_seed=None,
+                           ieee_fp32=True, compile_mode=None)
+    w = Worker("reference", "cpu")
+    w.cmd_init(protocol.Init(), [])
+    keep()
+    w.cmd_setup(setup, [])
+    assert transport._reading is None  # a new problem: the last problem's candidate is gone
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    w.last = w.slots["0"]
+    keep()
+    w.cmd_compare(protocol.Compare(slot=0, tree={"t": "scalar", "v": None}, outputs=[], inputs=[]), [])
+    assert transport._reading is not None  # a trial: kept for the next one
+    w.cmd_compare(protocol.Compare(slot="last", tree={"t": "scalar", "v": None}, outputs=[], inputs=[]), [])
+    assert transport._reading is None  # the candidate's last comparison

@@ -34,6 +34,8 @@ HOST_COPY_DIR = "/dev/shm"
 #: The one file a worker's host copies live in, reused (and grown) from export to export.
 HOST_ARENA = "kbx-arena"
 _ALIGN = 4096
+#: Where each host copy starts: on a multiple of this (the reader allows this much padding per tensor).
+HOST_COPY_ALIGN = _ALIGN
 
 
 class TransportError(Exception):
@@ -201,37 +203,50 @@ _REGISTER_READ_ONLY = 0x08
 
 
 class HostCopyMapping:
-    """The reading side of a candidate's host-copy file: mapped read-only once and page-locked for the GPU, then
-    reused for every trial while the file stays the same (device, inode, size).
+    """The reading side of a candidate's host-copy file on a GPU: the part a comparison needs, mapped read-only once
+    and page-locked, then reused for every trial while the file stays the same (path, owner, device, inode, size).
 
-    A fresh private mapping per trial paid page faults over the whole file and a pageable copy to the GPU: on the
-    H100 about 0.4 s per gigabyte per trial, which made correctness on official level 2 (outputs up to 2.1 GB)
-    six times slower in the sandbox. Page-locked, the copy is one DMA from the shared pages. Where the driver
-    refuses to page-lock the mapping, it is still reused and copied as pageable memory.
+    Mapped afresh for every trial and copied as pageable memory, a host copy cost about 0.4 s per gigabyte per trial
+    on the H100, which made correctness on official level 2 (outputs up to 2.1 GB) six times slower in the
+    sandbox. Page-locked, a trial is one DMA from the file's pages, and no CPU access to the candidate's file
+    remains that a truncation could turn into SIGBUS. Only ``length`` bytes (what the comparison's descriptions
+    claim, which the reference bounds by its own outputs and inputs) are mapped and page-locked.
     """
 
-    def __init__(self, fd: int, st: os.stat_result, device: torch.device, pin: bool = True, path: str = ""):
+    def __init__(self, fd: int, st: os.stat_result, length: int, device: torch.device, pin: bool = True,
+                 path: str = ""):
         import warnings
 
         self.key = _mapping_key(path, st)
-        self._mm: mmap.mmap | None = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        self.length = length
+        self._mm: mmap.mmap | None = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
         with warnings.catch_warnings():  # read-only memory: only ever copied from, never written through
             warnings.simplefilter("ignore", UserWarning)
             self.buf: torch.Tensor | None = torch.frombuffer(self._mm, dtype=torch.uint8)
         self.pinned = False
         if pin and device.type == "cuda" and torch.cuda.is_available():
             cudart = torch.cuda.cudart()
-            self.pinned = int(cudart.cudaHostRegister(self.buf.data_ptr(), st.st_size, _REGISTER_READ_ONLY)) == 0
-            if not self.pinned:  # clear the sticky error; the mapping still serves, as pageable memory
+            self.pinned = int(cudart.cudaHostRegister(self.buf.data_ptr(), length, _REGISTER_READ_ONLY)) == 0
+            if not self.pinned:  # clear the sticky error; the caller reads without the mapping
                 cudart.cudaGetLastError()
 
     def read(self, offset: int, nbytes: int, device: torch.device) -> torch.Tensor:
-        assert self.buf is not None
+        if self.buf is None or offset < 0 or offset + nbytes > self.length:
+            raise TransportError("host copy outside its mapping")
         return self.buf[offset:offset + nbytes].to(device, copy=True)
 
     def close(self) -> None:
         if self.buf is not None and self.pinned:
-            torch.cuda.cudart().cudaHostUnregister(self.buf.data_ptr())
+            cudart = torch.cuda.cudart()
+            if int(cudart.cudaHostUnregister(self.buf.data_ptr())) != 0:
+                # Still registered: unmapping would let a later mapping at this address be read through stale
+                # page-locked pages. Keep it mapped (a leak, never a wrong read) and page-lock nothing again.
+                cudart.cudaGetLastError()
+                _never_unmap.append((self._mm, self.buf))
+                global _pin_broken
+                _pin_broken = True
+                self.buf, self._mm, self.pinned = None, None, False
+                return
         self.buf, self.pinned = None, False
         if self._mm is not None:
             self._mm.close()
@@ -239,34 +254,69 @@ class HostCopyMapping:
 
 
 _reading: HostCopyMapping | None = None
+#: Mappings whose page-locking could not be undone (kept mapped for the process's life) and whether that happened.
+_never_unmap: list = []
+_pin_broken = False
 
 
 def _mapping_key(path: str, st: os.stat_result) -> tuple:
-    """Which file a mapping is of. While mapped, the file's inode cannot be freed, so no other file on its device
-    has its inode number: a new file where the old one was (or another worker's) is always mapped afresh. The path
-    (a fresh folder per worker, made by the parent) and the owner are part of the key as well."""
+    """Which file a mapping is of: the worker's own folder (a fresh random name per worker, made by the parent),
+    the owner, and the file's device, inode and size (an arena that grows is mapped again)."""
     return (path, st.st_uid, st.st_dev, st.st_ino, st.st_size)
 
 
 def release_host_copy_mapping() -> None:
-    """Let go of the last candidate's file (a new problem starts; the file may be gone, its pages not)."""
+    """Let go of the last candidate's file (its last comparison is done, or a new problem starts)."""
     global _reading
     if _reading is not None:
         _reading.close()
         _reading = None
 
 
-def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -> torch.Tensor:
+def kept_mapping(fd: int, st: os.stat_result, path: str, extent: int, device: torch.device,
+                 pin: bool = True) -> HostCopyMapping | None:
+    """The kept mapping of this file covering ``extent`` bytes, made (again) where needed; None where it cannot be
+    page-locked (``pin``), so the caller copies the bytes itself."""
+    global _reading
+    if _reading is not None and _reading.key == _mapping_key(path, st) and _reading.length >= extent:
+        return _reading
+    release_host_copy_mapping()
+    if pin and _pin_broken:
+        return None
+    length = min(st.st_size, -(-extent // _ALIGN) * _ALIGN)
+    mapping = HostCopyMapping(fd, st, length, device, pin=pin, path=path)
+    if pin and not mapping.pinned:
+        mapping.close()
+        return None
+    _reading = mapping
+    return mapping
+
+
+def _pread(fd: int, offset: int, nbytes: int) -> torch.Tensor:
+    """The bytes read into the reference's own memory (a file that shrinks meanwhile gives an error, not SIGBUS)."""
+    out = torch.empty(nbytes, dtype=torch.uint8)
+    view = memoryview(out.numpy())
+    done = 0
+    while done < nbytes:
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n <= 0:
+            raise TransportError(f"host copy ended after {offset + done} bytes while it was read")
+        done += n
+    return out
+
+
+def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device, extent: int = 0) -> torch.Tensor:
     """Bytes of a host copy the parent vouched for: a regular file (never a link) of the worker's uid.
 
-    Checked on every read (owner, type, size), then copied from the mapping kept for that file."""
-    global _reading
+    Checked on every read (owner, type, size). On a GPU they are copied from the kept, page-locked mapping of the
+    file's first ``extent`` bytes (at least this tensor's end); elsewhere, or where the driver will not page-lock
+    it, read into the reference's own memory."""
     if not isinstance(spec, dict) or not isinstance(spec.get("path"), str) or not isinstance(spec.get("uid"), int):
         raise TransportError("bad host copy")
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise TransportError("bad host copy offset")
-    try:
-        fd = os.open(spec["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # O_NONBLOCK: a FIFO in the file's place must not hang the reference
+        fd = os.open(spec["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as e:
         raise TransportError(f"host copy cannot be opened ({e.strerror})") from None
     try:
@@ -277,12 +327,38 @@ def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device) -
             raise TransportError("an empty tensor has no host copy")
         if offset + nbytes > st.st_size:
             raise TransportError(f"host copy holds {st.st_size} bytes, the tensor needs {offset + nbytes}")
-        if _reading is None or _reading.key != _mapping_key(spec["path"], st):
-            release_host_copy_mapping()
-            _reading = HostCopyMapping(fd, st, device, path=spec["path"])
+        if device.type == "cuda" and torch.cuda.is_available():
+            mapping = kept_mapping(fd, st, spec["path"], max(extent, offset + nbytes), device)
+            if mapping is not None:
+                return mapping.read(offset, nbytes, device)
+        return _pread(fd, offset, nbytes).to(device)
     finally:
         os.close(fd)
-    return _reading.read(offset, nbytes, device)
+
+
+def claimed_bytes(descs: Any) -> int:
+    """How many bytes a list of tensor descriptions claims, checked before anything is read: a comparison can only
+    pass when they are the reference's own shapes and dtypes, so the reference refuses larger claims unread."""
+    if not isinstance(descs, list):
+        raise TransportError("tensor descriptions must be a list")
+    total = 0
+    for d in descs:
+        if not isinstance(d, dict):
+            raise TransportError("tensor description must be an object")
+        dtype = parse_dtype(d.get("dtype"))
+        total += math.prod(_int_list(d.get("shape"), "shape")) * torch.empty((), dtype=dtype).element_size()
+    return total
+
+
+def host_copy_extent(descs: Any) -> int:
+    """The end of the furthest host copy the descriptions name (their offsets are the candidate's claim)."""
+    end = 0
+    for d in descs if isinstance(descs, list) else []:
+        if isinstance(d, dict) and "host_file" in d and isinstance(d.get("offset"), int) and d["offset"] >= 0:
+            dtype = parse_dtype(d.get("dtype"))
+            nbytes = math.prod(_int_list(d.get("shape"), "shape")) * torch.empty((), dtype=dtype).element_size()
+            end = max(end, d["offset"] + nbytes)
+    return end
 
 
 # ------------------------------------------------------------------ decode (trusted side)
@@ -310,7 +386,9 @@ class Received:
     tensors: list[torch.Tensor]
 
 
-def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Received:
+def decode_tensors(descs: Any, blobs: list, expect_device: torch.device, extent: int = 0) -> Received:
+    """Rebuild the described tensors. ``extent``: how far into a host-copy file this comparison reads in all (its
+    outputs and inputs), so that the file is mapped once for both."""
     if not isinstance(descs, list):
         raise TransportError("tensor descriptions must be a list")
     out = []
@@ -324,7 +402,7 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device) -> Rece
         if "ipc" in d:
             t = _from_ipc(d, dtype, shape, numel, itemsize, expect_device)
         elif "host_file" in d:
-            t = _from_host_copy(d, dtype, shape, numel, itemsize, expect_device)
+            t = _from_host_copy(d, dtype, shape, numel, itemsize, expect_device, extent)
         else:
             t = _from_blob(d, blobs, dtype, shape, numel, itemsize, expect_device)
         out.append(t)
@@ -365,14 +443,14 @@ def _from_ipc(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsiz
 
 
 def _from_host_copy(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,
-                    expect_device: torch.device) -> torch.Tensor:
+                    expect_device: torch.device, extent: int = 0) -> torch.Tensor:
     """A CUDA tensor a sandboxed candidate wrote to its /dev/shm folder (see :func:`_read_host_copy`)."""
     claimed = d.get("device")
     if not (isinstance(claimed, str) and claimed.startswith("cuda")) or expect_device.type != "cuda":
         raise TransportError("a host copy is of a CUDA tensor, on a CUDA evaluation")
     if numel == 0:
         raise TransportError("an empty tensor has no host copy")
-    t = _read_host_copy(d["host_file"], d.get("offset"), numel * itemsize, expect_device)
+    t = _read_host_copy(d["host_file"], d.get("offset"), numel * itemsize, expect_device, extent)
     t = t.view(dtype).reshape(shape)
     return t
 

@@ -50,8 +50,9 @@ class ExportCommands:
         return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
 
     def _received(self, cmd: protocol.Compare, blobs: list):
-        outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device)
-        ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device)
+        extent = self.transport.host_copy_extent(list(cmd.outputs) + list(cmd.inputs))  # one mapping for both
+        outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device, extent)
+        ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device, extent)
         return outs, ins
 
 

@@ -43,6 +43,11 @@ PRELOAD_COMPILER_ENV = "KB_WORKER_PRELOAD_COMPILER"
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
 
 
+#: A comparison reads what the candidate describes only up to this many times the reference's own bytes (plus
+#: CLAIM_SLACK): a wrong dtype still gets its precise message, a claim of gigabytes more is refused unread.
+CLAIM_FACTOR = 4
+CLAIM_SLACK = 64 << 20
+
 class Worker(ExportCommands, TimingCommands, TraceCommands):
     """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
 
@@ -319,10 +324,17 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         key = str(cmd.slot)
         x, ref_out = self.slots[key] if key != "last" else self.last
         try:
+            too_big = self._claims_too_big(cmd, x, ref_out)
+            if too_big is not None:
+                return protocol.CompareReply(passed=False, reason=too_big, max_abs=None, max_rel=None,
+                                             inputs_modified=False), []
             outs, ins = self._received(cmd, blobs)
         except Exception as e:
             return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
                                          max_abs=None, max_rel=None, inputs_modified=False), []
+        finally:
+            if key == "last":  # the candidate's last comparison: its file's pages need not stay page-locked
+                self.transport.release_host_copy_mapping()
         comp = self.compare.compare_outputs(cmd.tree, outs.tensors, ref_out, self.atol, self.rtol)
         ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
         modified = None
@@ -341,6 +353,33 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         return protocol.CompareReply(passed=comp.ok and modified is None, reason=comp.reason or modified,
                                      max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
                                      inputs_modified=modified is not None), []
+
+    def _claims_too_big(self, cmd: protocol.Compare, x: list, ref_out: Any) -> str | None:
+        """Why the candidate's descriptions cannot pass, decided before anything is read: they claim far more bytes
+        of outputs (or inputs) than the reference's own, so reading them would only let the candidate make the
+        reference allocate, read and page-lock memory at will. Within ``CLAIM_FACTOR`` (a wrong dtype, fp16 for
+        fp64 at worst) they are read, so that the comparison can say what is wrong."""
+        torch = self.torch
+        _, ref_leaves = self.transport.flatten(ref_out)
+
+        def nbytes(ts: list) -> int:
+            return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+        out_claim, in_claim = self.transport.claimed_bytes(cmd.outputs), self.transport.claimed_bytes(cmd.inputs)
+        out_ref, in_ref = nbytes(ref_leaves), nbytes(list(x))
+        def limit(ref: int) -> int:
+            return CLAIM_FACTOR * ref + CLAIM_SLACK
+
+        if out_claim > limit(out_ref):
+            return (f"the candidate's outputs claim {out_claim} bytes, far more than the reference's {out_ref} "
+                    "(outputs must have the reference's shapes and dtypes)")
+        if in_claim > limit(in_ref):
+            return f"the candidate's inputs claim {in_claim} bytes, far more than the reference's {in_ref}"
+        descs = list(cmd.outputs) + list(cmd.inputs)
+        pad = self.transport.HOST_COPY_ALIGN * len(descs)  # each host copy starts on an aligned offset
+        if self.transport.host_copy_extent(descs) > limit(out_ref) + limit(in_ref) + pad:
+            return "the candidate's host copies lie beyond what its outputs and inputs can fill"
+        return None
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
