@@ -9,6 +9,7 @@ itself, so a hostile sender can at worst make the comparison fail.
 from __future__ import annotations
 
 import base64
+import logging
 import math
 import mmap
 import os
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+log = logging.getLogger(__name__)
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
@@ -257,6 +260,7 @@ _reading: HostCopyMapping | None = None
 #: Mappings whose page-locking could not be undone (kept mapped for the process's life) and whether that happened.
 _never_unmap: list = []
 _pin_broken = False
+_pin_refusal_logged = False
 
 
 def _mapping_key(path: str, st: os.stat_result) -> tuple:
@@ -277,16 +281,20 @@ def kept_mapping(fd: int, st: os.stat_result, path: str, extent: int, device: to
                  pin: bool = True) -> HostCopyMapping | None:
     """The kept mapping of this file covering ``extent`` bytes, made (again) where needed; None where it cannot be
     page-locked (``pin``), so the caller copies the bytes itself."""
-    global _reading
-    if _reading is not None and _reading.key == _mapping_key(path, st) and _reading.length >= extent:
+    global _reading, _pin_refusal_logged
+    length = min(st.st_size, -(-extent // _ALIGN) * _ALIGN)
+    if _reading is not None and _reading.key == _mapping_key(path, st) and _reading.length >= length:
         return _reading
     release_host_copy_mapping()
     if pin and _pin_broken:
         return None
-    length = min(st.st_size, -(-extent // _ALIGN) * _ALIGN)
     mapping = HostCopyMapping(fd, st, length, device, pin=pin, path=path)
     if pin and not mapping.pinned:
         mapping.close()
+        if not _pin_refusal_logged:
+            _pin_refusal_logged = True
+            log.info("host copies: the driver would not page-lock a candidate's file (%d bytes); reading them into "
+                     "memory instead (slower)", length)
         return None
     _reading = mapping
     return mapping
