@@ -210,7 +210,7 @@ class HostCopyMapping:
     and page-locked, then reused for every trial while the file stays the same (path, owner, device, inode, size).
 
     Mapped afresh for every trial and copied as pageable memory, a host copy cost about 0.4 s per gigabyte per trial
-    on the H100, which made correctness on official level 2 (outputs up to 2.1 GB) six times slower in the
+    on the H100, which made correctness on official level 2 (outputs up to 2.2 GB) five times slower in the
     sandbox. Page-locked, a trial is one DMA from the file's pages, and no CPU access to the candidate's file
     remains that a truncation could turn into SIGBUS. Only ``length`` bytes (what the comparison's descriptions
     claim, which the reference bounds by its own outputs and inputs) are mapped and page-locked.
