@@ -14,6 +14,7 @@ import math
 import mmap
 import os
 import stat
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,8 +219,6 @@ class HostCopyMapping:
 
     def __init__(self, fd: int, st: os.stat_result, length: int, device: torch.device, pin: bool = True,
                  path: str = ""):
-        import warnings
-
         self.key = _mapping_key(path, st)
         self.length = length
         self._mm: mmap.mmap | None = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
@@ -246,8 +245,6 @@ class HostCopyMapping:
                 # page-locked pages. Keep it mapped (a leak, never a wrong read) and page-lock nothing again.
                 cudart.cudaGetLastError()
                 _never_unmap.append((self._mm, self.buf))
-                global _pin_broken
-                _pin_broken = True
                 self.buf, self._mm, self.pinned = None, None, False
                 return
         self.buf, self.pinned = None, False
@@ -257,9 +254,9 @@ class HostCopyMapping:
 
 
 _reading: HostCopyMapping | None = None
-#: Mappings whose page-locking could not be undone (kept mapped for the process's life) and whether that happened.
+#: Mappings whose page-locking could not be undone, kept mapped for the process's life (after one, nothing is
+#: page-locked again).
 _never_unmap: list = []
-_pin_broken = False
 _pin_refusal_logged = False
 
 
@@ -286,7 +283,7 @@ def kept_mapping(fd: int, st: os.stat_result, path: str, extent: int, device: to
     if _reading is not None and _reading.key == _mapping_key(path, st) and _reading.length >= length:
         return _reading
     release_host_copy_mapping()
-    if pin and _pin_broken:
+    if pin and _never_unmap:
         return None
     mapping = HostCopyMapping(fd, st, length, device, pin=pin, path=path)
     if pin and not mapping.pinned:
@@ -344,29 +341,27 @@ def _read_host_copy(spec: Any, offset: Any, nbytes: int, device: torch.device, e
         os.close(fd)
 
 
+def _described_bytes(d: Any) -> int:
+    """The bytes a tensor description claims (its dtype and shape checked)."""
+    if not isinstance(d, dict):
+        raise TransportError("tensor description must be an object")
+    dtype = parse_dtype(d.get("dtype"))
+    return math.prod(_int_list(d.get("shape"), "shape")) * torch.empty((), dtype=dtype).element_size()
+
+
 def claimed_bytes(descs: Any) -> int:
     """How many bytes a list of tensor descriptions claims, checked before anything is read: a comparison can only
     pass when they are the reference's own shapes and dtypes, so the reference refuses larger claims unread."""
     if not isinstance(descs, list):
         raise TransportError("tensor descriptions must be a list")
-    total = 0
-    for d in descs:
-        if not isinstance(d, dict):
-            raise TransportError("tensor description must be an object")
-        dtype = parse_dtype(d.get("dtype"))
-        total += math.prod(_int_list(d.get("shape"), "shape")) * torch.empty((), dtype=dtype).element_size()
-    return total
+    return sum(_described_bytes(d) for d in descs)
 
 
-def host_copy_extent(descs: Any) -> int:
+def host_copy_extent(descs: list) -> int:
     """The end of the furthest host copy the descriptions name (their offsets are the candidate's claim)."""
-    end = 0
-    for d in descs if isinstance(descs, list) else []:
-        if isinstance(d, dict) and "host_file" in d and isinstance(d.get("offset"), int) and d["offset"] >= 0:
-            dtype = parse_dtype(d.get("dtype"))
-            nbytes = math.prod(_int_list(d.get("shape"), "shape")) * torch.empty((), dtype=dtype).element_size()
-            end = max(end, d["offset"] + nbytes)
-    return end
+    return max((d["offset"] + _described_bytes(d) for d in descs
+                if isinstance(d, dict) and "host_file" in d and isinstance(d.get("offset"), int) and d["offset"] >= 0),
+               default=0)
 
 
 # ------------------------------------------------------------------ decode (trusted side)

@@ -49,8 +49,8 @@ class ExportCommands:
         self.exported = (plain, in_tensors, output, inputs)
         return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
 
-    def _received(self, cmd: protocol.Compare, blobs: list):
-        extent = self.transport.host_copy_extent(list(cmd.outputs) + list(cmd.inputs))  # one mapping for both
+    def _received(self, cmd: protocol.Compare, blobs: list, extent: int = 0):
+        """``extent``: how far into a host-copy file outputs and inputs reach together (one mapping for both)."""
         outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device, extent)
         ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device, extent)
         return outs, ins

@@ -48,6 +48,11 @@ COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
 CLAIM_FACTOR = 4
 CLAIM_SLACK = 64 << 20
 
+
+def _claim_limit(ref_bytes: int) -> int:
+    return CLAIM_FACTOR * ref_bytes + CLAIM_SLACK
+
+
 class Worker(ExportCommands, TimingCommands, TraceCommands):
     """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
 
@@ -324,11 +329,11 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         key = str(cmd.slot)
         x, ref_out = self.slots[key] if key != "last" else self.last
         try:
-            too_big = self._claims_too_big(cmd, x, ref_out)
+            too_big, extent = self._check_claims(cmd, x, ref_out)
             if too_big is not None:
                 return protocol.CompareReply(passed=False, reason=too_big, max_abs=None, max_rel=None,
                                              inputs_modified=False), []
-            outs, ins = self._received(cmd, blobs)
+            outs, ins = self._received(cmd, blobs, extent)
         except Exception as e:
             return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
                                          max_abs=None, max_rel=None, inputs_modified=False), []
@@ -354,11 +359,12 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                                      max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
                                      inputs_modified=modified is not None), []
 
-    def _claims_too_big(self, cmd: protocol.Compare, x: list, ref_out: Any) -> str | None:
-        """Why the candidate's descriptions cannot pass, decided before anything is read: they claim far more bytes
-        of outputs (or inputs) than the reference's own, so reading them would only let the candidate make the
-        reference allocate, read and page-lock memory at will. Within ``CLAIM_FACTOR`` (a wrong dtype, fp16 for
-        fp64 at worst) they are read, so that the comparison can say what is wrong."""
+    def _check_claims(self, cmd: protocol.Compare, x: list, ref_out: Any) -> tuple[str | None, int]:
+        """Why the candidate's descriptions cannot pass, decided before anything is read (None if they may), and
+        how far its host copies reach. Claims of far more bytes of outputs (or inputs) than the reference's own
+        would only let the candidate make the reference allocate, read and page-lock memory at will; within
+        ``CLAIM_FACTOR`` (a wrong dtype, fp16 for fp64 at worst) they are read, so that the comparison can say
+        what is wrong."""
         torch = self.torch
         _, ref_leaves = self.transport.flatten(ref_out)
 
@@ -367,19 +373,17 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
         out_claim, in_claim = self.transport.claimed_bytes(cmd.outputs), self.transport.claimed_bytes(cmd.inputs)
         out_ref, in_ref = nbytes(ref_leaves), nbytes(list(x))
-        def limit(ref: int) -> int:
-            return CLAIM_FACTOR * ref + CLAIM_SLACK
-
-        if out_claim > limit(out_ref):
+        if out_claim > _claim_limit(out_ref):
             return (f"the candidate's outputs claim {out_claim} bytes, far more than the reference's {out_ref} "
-                    "(outputs must have the reference's shapes and dtypes)")
-        if in_claim > limit(in_ref):
-            return f"the candidate's inputs claim {in_claim} bytes, far more than the reference's {in_ref}"
-        descs = list(cmd.outputs) + list(cmd.inputs)
+                    "(outputs must have the reference's shapes and dtypes)"), 0
+        if in_claim > _claim_limit(in_ref):
+            return f"the candidate's inputs claim {in_claim} bytes, far more than the reference's {in_ref}", 0
+        descs = [*cmd.outputs, *cmd.inputs]
+        extent = self.transport.host_copy_extent(descs)
         pad = self.transport.HOST_COPY_ALIGN * len(descs)  # each host copy starts on an aligned offset
-        if self.transport.host_copy_extent(descs) > limit(out_ref) + limit(in_ref) + pad:
-            return "the candidate's host copies lie beyond what its outputs and inputs can fill"
-        return None
+        if extent > _claim_limit(out_ref) + _claim_limit(in_ref) + pad:
+            return "the candidate's host copies lie beyond what its outputs and inputs can fill", 0
+        return None, extent
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
