@@ -78,8 +78,9 @@ OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kb-site .whl/*.whl \
-    && export PYTHONPATH=/tmp/kb-site:${PYTHONPATH:-}
+  # Under a lock: one gpu_check per GPU may start at once (CUDA_VISIBLE_DEVICES=N OUT=... bash scripts/gpu_check.sh ...).
+  { flock 9 && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kb-site \
+      .whl/*.whl; } 9>/tmp/kb-site.lock && export PYTHONPATH=/tmp/kb-site:${PYTHONPATH:-}
 fi
 # The CuTe DSL / TileLang packages the dsl phase installed on this warm machine. A --target folder is not a site
 # folder, so the .pth that puts the CUTLASS DSL's `cutlass` package on sys.path is not read: name that folder too.
