@@ -4,12 +4,15 @@ The CPU tests (tests/test_sandbox_exploits.py) prove what the sandbox keeps out;
 let through: CUDA, Triton's JIT, torch's extension builder, CUPTI and the parent's build cache. History
 (H100, sessions 9-10): CUDA IPC fails both from a PID namespace of the candidate's own and, in the host's,
 between the candidate's uid and the reference's (the importer must be allowed to ptrace the exporter), so a
-sandboxed candidate sends its outputs as host copies (transport.HOST_COPY_ENV).
+sandboxed candidate sent its outputs as host copies (transport.HOST_COPY_ENV). Since session 15 they go through
+a device buffer shared by file descriptor (shared_memory.py, parent/sharing.py), host copies where that fails.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 
 import pytest
 
@@ -95,3 +98,76 @@ def test_worked_solutions_pass_timed_inside_the_sandbox(level1, tmp_path, monkey
     again = evaluate_batch([jobs[1]], progress=False)[0]
     # Loaded from the published cache: no build (the first evaluation's was built ahead by a compile worker).
     assert again.correct and again.stage_times_s["load"] < 2.0, again.stage_times_s
+
+
+def test_a_shared_buffer_carries_cuda_tensors_exact_in_one_process():
+    import torch
+
+    from kernelbench.evaluation import transport
+    from kernelbench.evaluation.worker.export import ExportArena
+
+    dev = torch.device("cuda:0")
+    base = torch.randn(64, 48, device=dev)
+    ts = [base.t().contiguous(), base[::2, 5:].contiguous(), torch.arange(10, device=dev, dtype=torch.int64),
+          torch.randn(3 << 20, device=dev)]  # 12 MiB: the buffer grows past its first 2 MiB
+    arena = ExportArena(torch, dev)
+    assert arena.share(True) is None, "the driver makes a shareable buffer"
+    for _ in range(2):
+        arena.begin(arena.span(ts))
+        copies = [arena.copy(t) for t in ts]
+        torch.cuda.synchronize()
+        descs, blobs = transport.encode_tensors(copies, host_copy=True, shared=arena.shared)
+        assert all("shared" in d for d in descs), descs
+        imported = transport.open_shared(os.dup(arena.shared.fd), transport.shared_size(descs), dev)
+        try:
+            got = transport.decode_tensors(descs, blobs, dev, 0, imported).tensors
+            torch.cuda.synchronize()
+        finally:
+            imported.close()
+        for x, y in zip(ts, got):
+            assert y.device.type == "cuda" and y.dtype == x.dtype and y.shape == x.shape and torch.equal(x, y)
+            assert y.data_ptr() != x.data_ptr()  # the reference compares its own copy
+
+
+def test_the_reference_reads_a_sandboxed_candidates_shared_buffer():
+    """The point of the design: across the sandbox's PID namespace and uid, where CUDA IPC fails."""
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.parent.workers import call, reference_call, start_worker
+    from kernelbench.evaluation.sandbox import Confinement
+    from kernelbench.results import Stage
+
+    support = isolation.probe(True)
+    assert support.available, support.message()
+    cand = start_worker("candidate", "cuda:0", "torch", None, confinement=Confinement(support.bwrap, False, None))
+    ref = start_worker("reference", "cuda:0", "torch", None)
+    try:
+        reply, blobs = call(cand, protocol.Share(enable=True, fill=91), protocol.ShareReply, 60, Stage.LOAD, "share")
+        assert reply.shared and reply.size >= protocol.PROBE_BYTES and len(blobs.fds) == 1, reply
+        check, _ = reference_call(ref, protocol.CheckShared(fill=91, size=reply.size), protocol.ShareReply, 60,
+                                  "check", blobs)
+        assert check.shared, check.detail
+        reply, blobs = call(cand, protocol.Share(enable=True, fill=92), protocol.ShareReply, 60, Stage.LOAD, "share")
+        check, _ = reference_call(ref, protocol.CheckShared(fill=93, size=reply.size), protocol.ShareReply, 60,
+                                  "check", blobs)
+        assert not check.shared and "does not hold" in check.detail  # the probe can fail
+    finally:
+        cand.kill()
+        ref.kill()
+
+
+@pytest.mark.parametrize("transport_mode", ["shared", "host"])
+def test_sandboxed_outputs_reach_the_reference_by_either_transport(level1, tmp_path, monkeypatch, caplog,
+                                                                    transport_mode):
+    from kernelbench.evaluation.parent import sharing
+
+    monkeypatch.setenv(compile_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(sharing.TRANSPORT_ENV, transport_mode)
+    sharing._warned.clear()
+    caplog.set_level(logging.INFO)
+    s = EvalSettings(sandbox="require", timing_budget_s=0.5, backend="triton")
+    results = evaluate_batch([EvalJob(level1.get(1, 8), _solution("triton", 8), s, 0)], progress=False)
+    r = results[0]
+    print(transport_mode, r.verdict(), r.speedup, r.stage_times_s)
+    assert r.correct and r.speedup is not None and r.environment.isolation == "sandbox", r.error
+    fallbacks = [rec.getMessage() for rec in caplog.records if "travel as host copies" in rec.getMessage()]
+    assert not fallbacks, fallbacks  # shared: the probe passed; host: never offered

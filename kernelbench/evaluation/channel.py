@@ -8,16 +8,21 @@ trusted side allocate without bound.
 
 from __future__ import annotations
 
+import array
 import json
+import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BLOBS = 256
 MAX_BLOB_BYTES = 64 * 1024**3
+#: File descriptors one message may carry (a sandboxed candidate's shared export buffer: one).
+MAX_FDS = 4
 _LEN = struct.Struct(">Q")
+_FD_ANCILLARY = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
 
 
 class ChannelClosed(Exception):
@@ -32,9 +37,50 @@ class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message."""
 
 
+class Blobs(list):
+    """A message's binary frames, and the file descriptors that came (or go) with it.
+
+    Received descriptors belong to this object until :meth:`take_fds`; whatever is not taken is closed when it is
+    collected (or by :meth:`close_fds`), so a peer cannot leak descriptors into us by sending ones nobody asked for.
+    Descriptors to send that belong to someone else (``owned=False``) are never closed here.
+    """
+
+    def __init__(self, frames: Iterable = (), fds: Sequence[int] = (), owned: bool = True):
+        super().__init__(frames)
+        self.fds = list(fds)
+        self.owned = owned
+
+    def take_fds(self) -> list[int]:
+        fds, self.fds = self.fds, []
+        return fds
+
+    def close_fds(self) -> None:
+        fds, self.fds = self.fds, []
+        if self.owned:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def __del__(self) -> None:
+        self.close_fds()
+
+
+def _fds_of(ancdata: list) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            a = array.array("i")
+            a.frombytes(data[:len(data) - len(data) % a.itemsize])
+            fds.extend(a)
+    return fds
+
+
 class Channel:
     def __init__(self, sock: socket.socket):
         self.sock = sock
+        self._fds: list[int] = []  # descriptors received with the message being read
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -48,10 +94,19 @@ class Channel:
 
     # ---- sending
     def send(self, msg: dict, blobs: Sequence[bytes | bytearray | memoryview] = ()) -> None:
-        header = json.dumps({**msg, "_nblobs": len(blobs)}, allow_nan=True).encode("utf-8")
+        """Send ``msg`` and its frames; the descriptors of a :class:`Blobs` go with it (``SCM_RIGHTS``)."""
+        fds = list(getattr(blobs, "fds", ()))
+        if len(fds) > MAX_FDS:
+            raise ValueError(f"a message carries at most {MAX_FDS} descriptors, not {len(fds)}")
+        extra = {"_nfds": len(fds)} if fds else {}
+        header = json.dumps({**msg, "_nblobs": len(blobs), **extra}, allow_nan=True).encode("utf-8")
         self.sock.settimeout(None)
         try:
-            self.sock.sendall(_LEN.pack(len(header)) + header)
+            first = _LEN.pack(len(header)) + header
+            if fds:  # the descriptors travel with the message's first bytes
+                sent = self.sock.sendmsg([first], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                first = first[sent:]
+            self.sock.sendall(first)
             for b in blobs:
                 mv = memoryview(b).cast("B")
                 self.sock.sendall(_LEN.pack(mv.nbytes))
@@ -60,22 +115,31 @@ class Channel:
             raise ChannelClosed(str(e)) from None
 
     # ---- receiving
-    def recv(self, timeout: float | None = None) -> tuple[dict, list[bytearray]]:
+    def recv(self, timeout: float | None = None) -> tuple[dict, Blobs]:
+        """The next message and its frames (a :class:`Blobs`, holding the descriptors that came with it)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        header = self._recv_frame(deadline, MAX_HEADER_BYTES)
         try:
-            msg = json.loads(header.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ProtocolError(f"malformed message header: {e}") from None
-        if not isinstance(msg, dict):
-            raise ProtocolError("message header is not an object")
-        n = msg.pop("_nblobs", 0)
-        if not isinstance(n, int) or not 0 <= n <= MAX_BLOBS:
-            raise ProtocolError(f"bad blob count {n!r}")
-        blobs = [self._recv_frame(deadline, MAX_BLOB_BYTES) for _ in range(n)]
-        return msg, blobs
+            header = self._recv_frame(deadline, MAX_HEADER_BYTES, fds=True)
+            try:
+                msg = json.loads(header.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ProtocolError(f"malformed message header: {e}") from None
+            if not isinstance(msg, dict):
+                raise ProtocolError("message header is not an object")
+            n = msg.pop("_nblobs", 0)
+            if not isinstance(n, int) or not 0 <= n <= MAX_BLOBS:
+                raise ProtocolError(f"bad blob count {n!r}")
+            nfds = msg.pop("_nfds", 0)
+            if nfds != len(self._fds):
+                raise ProtocolError(f"the message announces {nfds!r} descriptors and carries {len(self._fds)}")
+            blobs = Blobs((self._recv_frame(deadline, MAX_BLOB_BYTES) for _ in range(n)), self._fds)
+            self._fds = []
+            return msg, blobs
+        finally:
+            Blobs((), self._fds).close_fds()  # a message that failed: its descriptors are closed
+            self._fds = []
 
-    def _recv_exact(self, n: int, deadline: float | None) -> bytearray:
+    def _recv_exact(self, n: int, deadline: float | None, fds: bool = False) -> bytearray:
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
@@ -88,7 +152,13 @@ class Channel:
             else:
                 self.sock.settimeout(None)
             try:
-                k = self.sock.recv_into(view[got:], n - got)
+                if fds:  # a message's descriptors arrive with its first bytes (the header's frame)
+                    k, ancdata, flags, _ = self.sock.recvmsg_into([view[got:]], _FD_ANCILLARY)
+                    self._fds.extend(_fds_of(ancdata))
+                    if flags & socket.MSG_CTRUNC:
+                        raise ProtocolError(f"more than {MAX_FDS} descriptors sent with one message")
+                else:
+                    k = self.sock.recv_into(view[got:], n - got)
             except TimeoutError:
                 raise ChannelTimeout() from None
             except (ConnectionResetError, OSError) as e:
@@ -98,8 +168,8 @@ class Channel:
             got += k
         return buf
 
-    def _recv_frame(self, deadline: float | None, limit: int) -> bytearray:
-        (length,) = _LEN.unpack(self._recv_exact(_LEN.size, deadline))
+    def _recv_frame(self, deadline: float | None, limit: int, fds: bool = False) -> bytearray:
+        (length,) = _LEN.unpack(self._recv_exact(_LEN.size, deadline, fds))
         if length > limit:
             raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit}")
-        return self._recv_exact(length, deadline) if length else bytearray()
+        return self._recv_exact(length, deadline, fds) if length else bytearray()

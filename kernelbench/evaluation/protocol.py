@@ -24,6 +24,8 @@ command                   reply                 what for
 :class:`Time`             :class:`TimeReply`    time a block of calls (or warm up)
 :class:`ExportLast`       :class:`ExportReply`  candidate: export the last timed call's outputs
 :class:`CheckPatches`     :class:`PatchReply`   candidate: was anything patched since the import?
+:class:`Share`            :class:`ShareReply`   sandboxed candidate (GPU): export through a shared buffer, or not
+:class:`CheckShared`      :class:`ShareReply`   reference: can it read a candidate's shared buffer (a probe)?
 :class:`Profile`          :class:`ProfileReply` candidate (GPU): one forward under the profiler
 :class:`Launches`         :class:`LaunchesReply` candidate (CPU, Triton): launches counted in the interpreter
 :class:`Exit`             (none)                leave the command loop
@@ -47,6 +49,8 @@ COMMAND_KEY = "cmd"
 REPLY_KEY = "reply"
 #: The header key every reply carries beside its fields (see the module docstring).
 CUDA_MEM_KEY = "cuda_mem"
+#: How many bytes of a shared buffer the :class:`Share` probe fills and :class:`CheckShared` reads.
+PROBE_BYTES = 1 << 20
 
 
 # ---------------------------------------------------------------------------- commands
@@ -128,6 +132,28 @@ class Compare(Command):
 @dataclass(frozen=True)
 class Release(Command):
     NAME: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True)
+class Share(Command):
+    """Sandboxed candidate: export CUDA tensors through a buffer shared by descriptor (``enable``), or stop.
+
+    With ``fill``, the buffer's first :data:`PROBE_BYTES` are set to that byte and its descriptor comes with the
+    reply, for the reference's :class:`CheckShared` (see :mod:`kernelbench.evaluation.shared_memory`).
+    """
+
+    NAME: ClassVar[str] = "share"
+    enable: bool
+    fill: int | None
+
+
+@dataclass(frozen=True)
+class CheckShared(Command):
+    """Reference: map the buffer whose descriptor comes with this command; does it begin with ``fill`` bytes?"""
+
+    NAME: ClassVar[str] = "check_shared"
+    fill: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,17 @@ class CompareReply(Reply):
 
 
 @dataclass(frozen=True)
+class ShareReply(Reply):
+    KIND: ClassVar[str] = "share"
+    #: Share: the buffer is shared from now on. CheckShared: the reference read the probe in it.
+    shared: bool
+    #: Why not, when not.
+    detail: str
+    #: The shared buffer's size in bytes (0 when there is none).
+    size: int
+
+
+@dataclass(frozen=True)
 class TimeReply(Reply):
     KIND: ClassVar[str] = "time"
     #: Per call: start event to the end of the timed stream, and to all streams drained.
@@ -307,9 +344,10 @@ class LaunchesReply(Reply):
 
 # ---------------------------------------------------------------------------- the codec
 COMMANDS: dict[str, type[Command]] = {c.NAME: c for c in (
-    Init, Setup, Load, Run, Compare, Release, Time, ExportLast, CheckPatches, Profile, Launches, Exit)}
+    Init, Setup, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches, Profile, Launches,
+    Exit)}
 REPLIES: dict[str, type[Reply]] = {r.KIND: r for r in (
-    Ready, ErrorReply, DoneReply, InitReply, SetupReply, LoadReply, ExportReply, CompareReply, TimeReply,
+    Ready, ErrorReply, DoneReply, InitReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply, TimeReply,
     PatchReply, ProfileReply, LaunchesReply)}
 R = TypeVar("R", bound=Reply)
 

@@ -161,6 +161,10 @@ class WorkerProcess:
             # Passable, not listable: the reference opens the host copies by name (no candidate sees this path).
             self.shm_dir.chmod(0o711)
         self._shm_uid = os.stat(self.shm_dir).st_uid if self.shm_dir is not None else -1
+        #: The reference has read this candidate's shared export buffer (parent/sharing.py): its exports may name it.
+        self.shares = False
+        #: The candidate's probe of that buffer, until the reference reads it: (fill byte, size, Blobs with its fd).
+        self.share_probe: tuple | None = None
         if confinement is not None:
             cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
                                 allow_network=confinement.allow_network, cache_root=confinement.cache_root,
@@ -186,7 +190,8 @@ class WorkerProcess:
         A sandboxed candidate writes each CUDA tensor to a file of its private /dev/shm (a folder of the
         host's; see transport.HOST_COPY_ENV); the parent names the host path and the worker's uid, and the
         reference opens only a regular file of that uid, never through a link. Descriptors that name a
-        host file themselves, or (sandboxed) a CUDA IPC handle, are refused.
+        host file themselves, or (sandboxed) a CUDA IPC handle, are refused; so are descriptors of a shared
+        buffer unless the reference has read this candidate's (``shares``, parent/sharing.py).
         """
         if not isinstance(descs, list):
             return descs
@@ -196,7 +201,13 @@ class WorkerProcess:
                 if "host_file" in d:
                     raise ValueError("a tensor description may not name a host file")
                 name = d.get("shm")
-                if self.shm_dir is None:
+                if "shared" in d:
+                    if not self.shares:
+                        raise ValueError("shared tensors come only from a sandboxed candidate whose buffer the "
+                                         "reference has read")
+                    if any(k in d for k in ("shm", "ipc", "blob")):
+                        raise ValueError("a shared tensor description names one place for its data")
+                elif self.shm_dir is None:
                     if name is not None:
                         raise ValueError("host copies come only from a sandboxed candidate")
                 elif "ipc" in d:

@@ -99,14 +99,25 @@ def describe_structure(tree: Any) -> str:
 
 
 # ------------------------------------------------------------------ encode (either side)
-def encode_tensors(tensors: list[torch.Tensor], host_copy: bool = False) -> tuple[list[dict], list]:
-    """Descriptions and data blobs; ``host_copy`` sends CUDA tensors' bytes too (still decoded onto the GPU)."""
+def _inside(shared: Any, t: torch.Tensor) -> bool:
+    """Whether ``t``'s bytes are one contiguous run inside the shared buffer (an arena copy is)."""
+    start, n = t.data_ptr(), t.numel() * t.element_size()
+    return t.is_contiguous() and shared.ptr <= start and start + n <= shared.ptr + shared.size
+
+
+def encode_tensors(tensors: list[torch.Tensor], host_copy: bool = False, shared: Any = None) -> tuple[list[dict], list]:
+    """Descriptions and data blobs; ``host_copy`` sends CUDA tensors' bytes too (still decoded onto the GPU).
+
+    ``shared`` (a :class:`~kernelbench.evaluation.shared_memory.SharedBuffer`): CUDA tensors inside it are described
+    by their place in it, and the buffer's descriptor travels with the message (see :func:`shared_size`)."""
     descs, blobs = [], []
     for t in tensors:
         d: dict[str, Any] = {
             "dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": str(t.device),
         }
-        if t.device.type == "cuda" and t.numel() > 0 and host_copy:
+        if t.device.type == "cuda" and t.numel() > 0 and shared is not None and _inside(shared, t):
+            d["shared"] = {"offset": t.data_ptr() - shared.ptr, "size": shared.size}
+        elif t.device.type == "cuda" and t.numel() > 0 and host_copy:
             d["shm"], d["offset"] = HOST_ARENA, _host_arena().append(t)
         elif t.device.type == "cuda" and t.numel() > 0:
             storage = t.untyped_storage()
@@ -364,6 +375,30 @@ def host_copy_extent(descs: list) -> int:
                default=0)
 
 
+def shared_size(descs: list) -> int:
+    """The size of the shared buffer the descriptions are in (0: none); every one must name the same."""
+    sizes = {d["shared"].get("size") if isinstance(d["shared"], dict) else None
+             for d in descs if isinstance(d, dict) and "shared" in d}
+    if not sizes:
+        return 0
+    size = sizes.pop()
+    if sizes or not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise TransportError("the shared tensors must all name one buffer of a positive size")
+    return size
+
+
+def open_shared(fd: int, size: int, device: torch.device) -> Any:
+    """The reference's mapping of a candidate's shared buffer (an ImportedBuffer); TransportError if it cannot."""
+    from kernelbench.evaluation.shared_memory import ImportedBuffer, SharedMemoryError
+
+    if device.type != "cuda":
+        raise TransportError("shared buffers are CUDA memory, on a CUDA evaluation")
+    try:
+        return ImportedBuffer(fd, size, device.index if device.index is not None else torch.cuda.current_device())
+    except SharedMemoryError as e:
+        raise TransportError(f"the shared buffer cannot be mapped: {e}") from None
+
+
 # ------------------------------------------------------------------ decode (trusted side)
 def _int_list(v: Any, what: str) -> list[int]:
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
@@ -389,9 +424,11 @@ class Received:
     tensors: list[torch.Tensor]
 
 
-def decode_tensors(descs: Any, blobs: list, expect_device: torch.device, extent: int = 0) -> Received:
+def decode_tensors(descs: Any, blobs: list, expect_device: torch.device, extent: int = 0,
+                   shared: Any = None) -> Received:
     """Rebuild the described tensors. ``extent``: how far into a host-copy file this comparison reads in all (its
-    outputs and inputs), so that the file is mapped once for both."""
+    outputs and inputs), so that the file is mapped once for both. ``shared``: the candidate's shared buffer, mapped
+    (:func:`open_shared`); tensors in it are copied out, so that what is compared is the reference's own memory."""
     if not isinstance(descs, list):
         raise TransportError("tensor descriptions must be a list")
     out = []
@@ -402,7 +439,9 @@ def decode_tensors(descs: Any, blobs: list, expect_device: torch.device, extent:
         shape = _int_list(d.get("shape"), "shape")
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
-        if "ipc" in d:
+        if "shared" in d:
+            t = _from_shared(d, dtype, shape, numel, itemsize, expect_device, shared)
+        elif "ipc" in d:
             t = _from_ipc(d, dtype, shape, numel, itemsize, expect_device)
         elif "host_file" in d:
             t = _from_host_copy(d, dtype, shape, numel, itemsize, expect_device, extent)
@@ -443,6 +482,26 @@ def _from_ipc(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsiz
     t = torch.empty(0, dtype=dtype, device=expect_device)
     t.set_(storage, offset, shape, stride)
     return t
+
+
+def _from_shared(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,
+                 expect_device: torch.device, shared: Any) -> torch.Tensor:
+    """A CUDA tensor in a sandboxed candidate's shared buffer, copied into the reference's own memory."""
+    if shared is None:
+        raise TransportError("a shared tensor without its buffer")
+    if expect_device.type != "cuda" or numel == 0:
+        raise TransportError("a shared tensor is a non-empty CUDA tensor, on a CUDA evaluation")
+    place = d["shared"]
+    if not isinstance(place, dict) or set(place) != {"offset", "size"}:
+        raise TransportError("bad shared block")
+    offset, size, nbytes = place["offset"], place["size"], numel * itemsize
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and 0 <= offset and offset % itemsize == 0):
+        raise TransportError("bad shared offset")
+    if size != shared.size or offset + nbytes > shared.size:
+        raise TransportError(f"a shared tensor of {nbytes} bytes at {offset} lies outside its {shared.size}-byte buffer")
+    own = torch.empty(nbytes, dtype=torch.uint8, device=expect_device)
+    own.copy_(shared.tensor(torch, expect_device)[offset:offset + nbytes])
+    return own.view(dtype).reshape(shape)
 
 
 def _from_host_copy(d: dict, dtype: torch.dtype, shape: list[int], numel: int, itemsize: int,

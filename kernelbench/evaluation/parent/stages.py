@@ -15,6 +15,7 @@ from kernelbench.evaluation import compile_cache, protocol
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.cpu_affinity import pinned
 from kernelbench.evaluation.guards import runtime as rt
+from kernelbench.evaluation.parent import sharing
 from kernelbench.evaluation.parent.candidate_timing import time_candidate
 from kernelbench.evaluation.parent.session import DeviceSession
 from kernelbench.evaluation.parent.verdict import Verdict, findings_from, stage_of
@@ -44,6 +45,7 @@ def run_candidate(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerP
 def run_loaded(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
                secret: bytes) -> None:
     """The stages after a successful load, in turn, until one stops the job."""
+    sharing.settle(job.settings, ref, cand)
     if not correctness(job, v, ref, cand, secret):
         return
     if not timing(session, job, v, ref, cand, secret):
@@ -59,6 +61,7 @@ def load(job: EvalJob, v: Verdict, cand: WorkerProcess, eval_mode: bool) -> bool
     s = job.settings
     spec = get_backend(s.backend)
     t0 = time.monotonic()
+    sharing.offer(s, cand)  # before any candidate code runs in the worker
     try:
         reply, _ = call(cand, protocol.Load(problem_code=job.problem.code, source=job.candidate_source,
                                             backend=s.backend, record_launches=spec.records_launches,

@@ -7,9 +7,14 @@ compares them. :class:`ExportCommands` is a mixin of :class:`~kernelbench.evalua
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from kernelbench.evaluation import protocol
+from kernelbench.evaluation.channel import Blobs
+
+log = logging.getLogger(__name__)
 
 
 class ExportCommands:
@@ -40,20 +45,78 @@ class ExportCommands:
         if self.is_cuda:
             in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
-        out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy)
+        shared = self.arena.shared
+        out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy, shared)
         in_descs, in_blobs = self.transport.encode_tensors([t if type(t) is torch.Tensor else torch.empty(0)
-                                                            for t in in_tensors], self.host_copy)
+                                                            for t in in_tensors], self.host_copy, shared)
         for d in in_descs:
             if "blob" in d:
                 d["blob"] += len(out_blobs)
         self.exported = (plain, in_tensors, output, inputs)
-        return {"tree": tree, "outputs": out_descs, "inputs": in_descs}, out_blobs + in_blobs
+        in_buffer = shared is not None and any("shared" in d for d in (*out_descs, *in_descs))
+        # The buffer's descriptor is the arena's: sent with the reply, never closed by it.
+        return ({"tree": tree, "outputs": out_descs, "inputs": in_descs},
+                Blobs(out_blobs + in_blobs, [shared.fd] if in_buffer else [], owned=False))
 
     def _received(self, cmd: protocol.Compare, blobs: list, extent: int = 0):
-        """``extent``: how far into a host-copy file outputs and inputs reach together (one mapping for both)."""
-        outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device, extent)
-        ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device, extent)
+        """``extent``: how far into a host-copy file outputs and inputs reach together (one mapping for both).
+
+        Tensors in a sandboxed candidate's shared buffer are copied out of it here, and the buffer let go."""
+        fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
+        shared = None
+        try:
+            size = self.transport.shared_size([*cmd.outputs, *cmd.inputs])
+            if size:
+                if len(fds) != 1:
+                    raise self.transport.TransportError(f"shared tensors come with one descriptor, not {len(fds)}")
+                shared = self.transport.open_shared(fds[0], size, self.device)
+            outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device, extent, shared)
+            ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device, extent, shared)
+            if shared is not None:
+                self._sync()  # the copies out of the buffer are done before it is unmapped
+        finally:
+            if shared is not None:
+                shared.close()
+            for fd in fds:
+                os.close(fd)
         return outs, ins
+
+    def cmd_share(self, cmd: protocol.Share, blobs: list) -> tuple[protocol.Reply, list]:
+        """Export through a shared buffer from now on (or stop); with ``fill``, the probe the reference checks."""
+        if not self.is_cuda:
+            return protocol.ShareReply(shared=False, detail="a CPU worker shares no device memory", size=0), []
+        why = self.arena.share(bool(cmd.enable))
+        if why is not None:
+            return protocol.ShareReply(shared=False, detail=why, size=0), []
+        if not cmd.enable:
+            return protocol.ShareReply(shared=False, detail="", size=0), []
+        shared = self.arena.shared
+        if cmd.fill is not None:
+            self.arena.buf[:protocol.PROBE_BYTES].fill_(int(cmd.fill))
+            self._sync()
+        return (protocol.ShareReply(shared=True, detail="", size=shared.size),
+                Blobs((), [shared.fd] if cmd.fill is not None else [], owned=False))
+
+    def cmd_check_shared(self, cmd: protocol.CheckShared, blobs: list) -> tuple[protocol.Reply, list]:
+        """Reference: map the probe buffer that came with the command and check what it holds."""
+        fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
+        try:
+            if len(fds) != 1:
+                return protocol.ShareReply(shared=False, detail=f"one descriptor expected, {len(fds)} came", size=0), []
+            shared = self.transport.open_shared(fds[0], int(cmd.size), self.device)
+            try:
+                head = shared.tensor(self.torch, self.device)[:protocol.PROBE_BYTES].clone()
+                self._sync()
+            finally:
+                shared.close()
+            ok = bool((head == int(cmd.fill)).all())
+            return protocol.ShareReply(shared=ok, detail="" if ok else "the shared buffer does not hold what was written",
+                                       size=shared.size), []
+        except Exception as e:  # a probe: whatever fails means host copies, never a broken reference
+            return protocol.ShareReply(shared=False, detail=f"{type(e).__name__}: {e}", size=0), []
+        finally:
+            for fd in fds:
+                os.close(fd)
 
 
 class ExportArena:
@@ -73,6 +136,29 @@ class ExportArena:
         self.device = device
         self.buf = None
         self.used = 0
+        #: The buffer is shared by descriptor (a sandboxed candidate; see :meth:`share`).
+        self.sharing = False
+        self.shared: Any = None  # its SharedBuffer
+
+    def share(self, enable: bool) -> str | None:
+        """Make the buffer one shared by descriptor (or an ordinary one again); why not, when that fails."""
+        self.buf, self.shared, self.sharing, self.used = None, None, False, 0
+        if not enable:
+            return None
+        try:
+            self._new_shared(1)
+        except Exception as e:  # SharedMemoryError, or a driver too old for it: host copies, as before
+            return f"{type(e).__name__}: {e}"
+        self.sharing = True
+        return None
+
+    def _new_shared(self, nbytes: int) -> None:
+        from kernelbench.evaluation.shared_memory import SharedBuffer
+
+        index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
+        # A former buffer lives on while tensors over it do (they hold it), then is unmapped and freed.
+        self.shared = SharedBuffer(nbytes, index)
+        self.buf = self.shared.tensor(self.torch, self.device)
 
     @classmethod
     def _aligned(cls, nbytes: int) -> int:
@@ -85,7 +171,14 @@ class ExportArena:
     def begin(self, need_bytes: int) -> None:
         self.used = 0
         if self.buf is None or self.buf.numel() < need_bytes:
-            self.buf = None
+            self.buf, self.shared = None, None
+            if self.sharing:
+                try:
+                    self._new_shared(max(need_bytes, self.ALIGN))
+                    return
+                except Exception as e:  # out of device memory, say: host copies from here on
+                    log.warning("no shared export buffer of %d bytes (%s): host copies instead", need_bytes, e)
+                    self.sharing = False
             self.buf = self.torch.empty(max(need_bytes, self.ALIGN), dtype=self.torch.uint8, device=self.device)
 
     def copy(self, t: Any) -> Any:

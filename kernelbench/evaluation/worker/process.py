@@ -383,6 +383,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         pad = self.transport.HOST_COPY_ALIGN * len(descs)  # each host copy starts on an aligned offset
         if extent > _claim_limit(out_ref) + _claim_limit(in_ref) + pad:
             return "the candidate's host copies lie beyond what its outputs and inputs can fill", 0
+        if self.transport.shared_size(descs) > _claim_limit(out_ref) + _claim_limit(in_ref) + pad:
+            # Mapping costs the reference only addresses, but a buffer no comparison can need is refused unmapped.
+            return "the candidate's shared buffer is far larger than its outputs and inputs", 0
         return None, extent
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
