@@ -49,6 +49,7 @@
 #                 while the machine stays warm), then aggregated and built; the new bundles, data/ and site come
 #                 back under $OUT/demo-board (see examples/demo-board/README.md for committing them)
 #   overhead      the sandbox's cost: bench_evaluator.py over built-in levels 1-3, --sandbox require, then off
+#                 (sandboxed outputs through the shared buffer; KB_SANDBOX_TRANSPORT=host for host copies)
 #   transport     scripts/bench_host_copies.py: a sandboxed candidate's outputs to the reference (0.5 and 2 GiB), the
 #                 reader's mapping per trial / kept / kept and page-locked; then the sandbox's GPU tests (under 2 min)
 #   basetests     the baselines' GPU tests (tests/test_baselines_gpu.py)
@@ -69,6 +70,9 @@
 #   bench         identity + repeat + builds
 #   all           tests + bench + baselines
 #
+# On a machine of several GPUs, one gpu_check per GPU can run at once (session 15, docs/benchmarks.md):
+#   CUDA_VISIBLE_DEVICES=0 OUT=$OUT/g0 bash scripts/gpu_check.sh tests-b & CUDA_VISIBLE_DEVICES=1 OUT=$OUT/g1 bash ...
+# Tests do not mind; timings do: two evaluators pin their timed pairs to the same CPU (time one at a time).
 # Wheels for what the GPU image lacks (pydantic and its deps) go in .whl/ (see docs/benchmarks.md).
 # KB_PHASE_TIMEOUT (seconds, default 600) bounds each phase. KB_TAR=NAME packs everything under $OUT
 # into one archive at the end (the device returns a limited number of files).
