@@ -72,7 +72,8 @@
 #
 # On a machine of several GPUs, one gpu_check per GPU can run at once (session 15, docs/benchmarks.md):
 #   CUDA_VISIBLE_DEVICES=0 OUT=$OUT/g0 bash scripts/gpu_check.sh tests-b & CUDA_VISIBLE_DEVICES=1 OUT=$OUT/g1 bash ...
-# Tests do not mind; timings do: two evaluators pin their timed pairs to the same CPU (time one at a time).
+# Each evaluator pins its timed pair to the CPU of its GPU's host index (cpu_affinity.gpu_slots); still, time one
+# benchmark at a time where the figure matters (they share the host's memory bandwidth and CPUs).
 # Wheels for what the GPU image lacks (pydantic and its deps) go in .whl/ (see docs/benchmarks.md).
 # KB_PHASE_TIMEOUT (seconds, default 600) bounds each phase. KB_TAR=NAME packs everything under $OUT
 # into one archive at the end (the device returns a limited number of files).

@@ -132,3 +132,28 @@ def test_reservation_keeps_this_process_off_the_reserved_cpus_until_the_last_rel
     assert CoreReservation.acquire(1) is None
     CoreReservation.release()
     assert os.sched_getaffinity(0) == before
+
+
+def test_evaluators_given_one_gpu_each_time_on_different_cpus(tmp_path):
+    """One evaluator per GPU (CUDA_VISIBLE_DEVICES=N) plans the same cores and takes the one of its GPU's host
+    index; numbering each one's only GPU 0 put every timed pair on one CPU (session 15's false guard findings)."""
+    from kernelbench.evaluation.cpu_affinity import gpu_slots
+
+    driver = tmp_path / "gpus"
+    driver.mkdir()
+    for bus in ("0000:18:00.0", "0000:2a:00.0"):
+        (driver / bus).mkdir()
+    first = gpu_slots(1, {"CUDA_VISIBLE_DEVICES": "0"}, str(driver))
+    second = gpu_slots(1, {"CUDA_VISIBLE_DEVICES": "1"}, str(driver))
+    assert first == (2, [0]) and second == (2, [1])
+    plans = [plan_cores(range(32), slots) for slots, _ in (first, second)]
+    assert plans[0] == plans[1], "both keep their other work off both timing CPUs"
+    assert plans[0].for_slot(first[1][0]) != plans[1].for_slot(second[1][0])
+    # Unset, UUIDs, repeated or too few indices: the visible GPUs are the slots, as before.
+    assert gpu_slots(2, {}, str(driver)) == (2, [0, 1])
+    assert gpu_slots(1, {"CUDA_VISIBLE_DEVICES": "GPU-8ad9eec4"}, str(driver)) == (1, [0])
+    assert gpu_slots(2, {"CUDA_VISIBLE_DEVICES": "1,1"}, str(driver)) == (2, [0, 1])
+    assert gpu_slots(2, {"CUDA_VISIBLE_DEVICES": "3"}, str(driver)) == (2, [0, 1])
+    # Indices beyond what the driver lists (or no driver folder) still get a slot of their own.
+    assert gpu_slots(2, {"CUDA_VISIBLE_DEVICES": "5,2"}, str(tmp_path / "none")) == (6, [5, 2])
+    assert gpu_slots(0, {}, str(driver)) == (1, [])

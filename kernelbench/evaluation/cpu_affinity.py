@@ -52,6 +52,36 @@ def plan_cores(available: Iterable[int], slots: int) -> CorePlan | None:
     return CorePlan(frozenset(cores[:-slots]), tuple(cores[-slots:]))
 
 
+#: Where the NVIDIA driver lists the host's GPUs, one folder each (also inside containers).
+DRIVER_GPUS = "/proc/driver/nvidia/gpus"
+
+
+def gpu_slots(visible: int, env: dict | None = None, driver_gpus: str = DRIVER_GPUS) -> tuple[int, list[int]]:
+    """How many timing slots to plan for, and the slot of each visible GPU (by its index in this process).
+
+    The slot is the GPU's index on the host, so that evaluators started one per GPU with
+    ``CUDA_VISIBLE_DEVICES=N`` plan the same cores and time on different ones (each numbering its one GPU 0 would
+    put every timed pair on the same CPU: session 15 saw false "work continued" findings from that). With
+    ``CUDA_VISIBLE_DEVICES`` a list of indices, the plan covers every GPU of the host the driver lists; with it
+    unset (or naming GPUs by UUID) the visible GPUs are the slots, as before.
+    """
+    value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    own = list(range(visible))
+    if value is None:
+        return max(1, visible), own
+    try:
+        host_index = [int(x) for x in value.split(",") if x.strip()][:visible]
+    except ValueError:  # GPU-<uuid> or MIG names: no host index to go by
+        return max(1, visible), own
+    if len(host_index) < visible or len(set(host_index)) != len(host_index) or min(host_index, default=0) < 0:
+        return max(1, visible), own
+    try:
+        listed = len(os.listdir(driver_gpus))
+    except OSError:
+        listed = 0
+    return max(1, visible, listed, max(host_index, default=-1) + 1), host_index
+
+
 def pinning_enabled(env: dict | None = None) -> bool:
     value = (os.environ if env is None else env).get(PIN_ENV, "1").strip().lower()
     return value not in ("0", "false", "no", "off")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
-from kernelbench.evaluation.cpu_affinity import CoreReservation, pinning_enabled
+from kernelbench.evaluation.cpu_affinity import CoreReservation, gpu_slots, pinning_enabled
 from kernelbench.evaluation.parent.workers import Pending, Spare, confinement_for, receive, send, start_worker
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
@@ -80,10 +80,14 @@ class DeviceSession:
         self.reference_info: ReferenceInfo | None = None
         # While timing, the reference and candidate main threads share one reserved CPU (one per GPU),
         # so a host-bound forward sees the same host speed on both sides; everything else keeps off it.
-        self.slot = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
+        # The slot is the GPU's index on the host (cpu_affinity.gpu_slots), so that one evaluator per GPU
+        # started with CUDA_VISIBLE_DEVICES=N does not time on the same CPU as another.
+        index = int(device.split(":", 1)[1]) if self.is_cuda and ":" in device else 0
+        slots, host_index = gpu_slots(len(visible_devices())) if self.is_cuda else (1, [0])
+        self.slot = host_index[index] if index < len(host_index) else index
         #: ``EvalSettings.pin_cpus`` of the session's jobs (None: ``KB_PIN_CPUS``, on unless 0).
         self.pin_cpus = pinning_enabled() if pin_cpus is None else bool(pin_cpus)
-        self.cores = CoreReservation.acquire(max(1, len(visible_devices())), self.pin_cpus) if self.is_cuda else None
+        self.cores = CoreReservation.acquire(slots, self.pin_cpus) if self.is_cuda else None
         self._released = not self.is_cuda
         #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
         self.in_flight: WorkerProcess | None = None
