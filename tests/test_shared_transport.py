@@ -227,3 +227,100 @@ def test_the_transport_choice_is_checked(monkeypatch):
     monkeypatch.setenv(sharing.TRANSPORT_ENV, "ipc")
     with pytest.raises(ValueError, match="must be one of shared, host, not 'ipc'"):
         sharing.sharing_wanted()
+
+
+def test_descriptors_sent_with_every_byte_of_a_header_are_not_all_taken(pair, tmp_path):
+    """Review finding: descriptors riding on each small piece of a header. Only the first read of a message takes
+    any (the kernel closes the rest), so a message never brings more than MAX_FDS, and none leaks."""
+    sender, receiver = pair
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        before = _open_fds()
+        for announced in (MAX_FDS, 3 * MAX_FDS):
+            body = json.dumps({"_nblobs": 0, "_nfds": announced}).encode()
+            data = struct.pack(">Q", len(body)) + body
+            for i in range(len(data)):  # one byte at a time, each with MAX_FDS descriptors
+                sender.sock.sendmsg([data[i:i + 1]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                      array.array("i", [fd] * MAX_FDS))])
+            if announced == MAX_FDS:
+                _, blobs = receiver.recv(timeout=5)
+                assert len(blobs.fds) == MAX_FDS
+                del blobs
+            else:
+                with pytest.raises(ProtocolError, match=f"announces {announced} descriptors and carries {MAX_FDS}"):
+                    receiver.recv(timeout=5)
+            assert _open_fds() == before
+    finally:
+        os.close(fd)
+
+
+def test_the_parent_passes_on_only_the_one_descriptor_a_shared_buffer_needs(tmp_path):
+    from kernelbench.evaluation.parent.workers import WorkerFailed, relayed
+
+    w = start_worker("candidate", "cpu", "torch", None, init=False)
+    try:
+        shared = {"dtype": "float32", "shape": [4], "device": "cuda:0", "shared": {"offset": 0, "size": 2 << 20}}
+        plain = {"dtype": "float32", "shape": [4], "device": "cpu", "blob": 0}
+
+        def reply(*descs):
+            return protocol.ExportReply(tree={"t": "tensor", "i": 0}, outputs=list(descs), inputs=[], threads_started=0)
+
+        def fds(n):
+            return [os.open(tmp_path, os.O_RDONLY) for _ in range(n)]
+
+        # No shared description: the candidate's descriptors are closed, none reaches the reference.
+        sent = fds(2)
+        _, out = relayed(w, reply(plain), Blobs([b"x" * 16], sent), "run")
+        assert list(out) == [b"x" * 16] and out.fds == [] and all(_closed(fd) for fd in sent)
+        # Shared, but the reference has not read this candidate's probe: refused, descriptors closed.
+        sent = fds(1)
+        with pytest.raises(WorkerFailed, match="whose buffer the reference has read"):
+            relayed(w, reply(shared), Blobs([], sent), "run")
+        assert _closed(sent[0])
+        w.shares = True
+        sent = fds(2)
+        with pytest.raises(WorkerFailed, match="one descriptor, not 2"):
+            relayed(w, reply(shared), Blobs([], sent), "run")
+        assert all(_closed(fd) for fd in sent)
+        sent = fds(1)
+        _, out = relayed(w, reply(shared), Blobs([], sent), "run")
+        assert out.fds == sent and not _closed(sent[0])
+        out.close_fds()
+    finally:
+        w.kill()
+
+
+#: A candidate whose worker answers ``Release`` with an error (its code found the worker object and patched it).
+RELEASE_REFUSER = '''
+import gc
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def _refuse(cmd, blobs):
+    raise RuntimeError("no release today")
+
+
+for _o in gc.get_objects():
+    if type(_o).__name__ == "Worker" and hasattr(_o, "cmd_release"):
+        _o.cmd_release = _refuse
+'''
+
+
+def test_a_candidate_refusing_a_command_outside_a_stage_gets_a_verdict_not_a_rerun(relu_problem):
+    """Review finding: a candidate's error reply where no stage caught it counted as our infrastructure failure
+    (not a verdict, evaluated again on every resume). It is the candidate's failure."""
+    from kernelbench.evaluation import EvalJob, EvalSettings, evaluate
+    from kernelbench.results import Stage
+
+    settings = EvalSettings(backend="torch", device="cpu", static_guard=False, correctness_trials=1)
+    result = evaluate(EvalJob(relu_problem, RELEASE_REFUSER, settings))
+    assert not result.correct and result.error is not None
+    assert result.error.stage != Stage.INFRASTRUCTURE and "no release today" in result.error.message, result.error
+    assert not any("not a verdict" in f for f in result.flags), result.flags

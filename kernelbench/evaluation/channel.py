@@ -130,7 +130,7 @@ class Channel:
             if not isinstance(n, int) or not 0 <= n <= MAX_BLOBS:
                 raise ProtocolError(f"bad blob count {n!r}")
             nfds = msg.pop("_nfds", 0)
-            if nfds != len(self._fds):
+            if not isinstance(nfds, int) or isinstance(nfds, bool) or nfds != len(self._fds):
                 raise ProtocolError(f"the message announces {nfds!r} descriptors and carries {len(self._fds)}")
             blobs = Blobs((self._recv_frame(deadline, MAX_BLOB_BYTES) for _ in range(n)), self._fds)
             self._fds = []
@@ -152,10 +152,13 @@ class Channel:
             else:
                 self.sock.settimeout(None)
             try:
-                if fds:  # a message's descriptors arrive with its first bytes (the header's frame)
-                    k, ancdata, flags, _ = self.sock.recvmsg_into([view[got:]], _FD_ANCILLARY)
+                if fds and got == 0:
+                    # A message's descriptors arrive with its first bytes, so only the first read of a message
+                    # takes any: with a later read (no room for them) the kernel closes whatever came with it.
+                    k, ancdata, flags, _ = self.sock.recvmsg_into([view[got:]], _FD_ANCILLARY,
+                                                                  socket.MSG_CMSG_CLOEXEC)
                     self._fds.extend(_fds_of(ancdata))
-                    if flags & socket.MSG_CTRUNC:
+                    if flags & socket.MSG_CTRUNC or len(self._fds) > MAX_FDS:
                         raise ProtocolError(f"more than {MAX_FDS} descriptors sent with one message")
                 else:
                     k = self.sock.recv_into(view[got:], n - got)
@@ -169,7 +172,8 @@ class Channel:
         return buf
 
     def _recv_frame(self, deadline: float | None, limit: int, fds: bool = False) -> bytearray:
+        """One frame; ``fds``: it is a message's first, whose first read takes the message's descriptors."""
         (length,) = _LEN.unpack(self._recv_exact(_LEN.size, deadline, fds))
         if length > limit:
             raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit}")
-        return self._recv_exact(length, deadline, fds) if length else bytearray()
+        return self._recv_exact(length, deadline) if length else bytearray()

@@ -287,6 +287,9 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the worker and anything it started."""
+        if self.share_probe is not None:  # a probe never read (the load failed): its descriptor goes too
+            self.share_probe[2].close_fds()
+            self.share_probe = None
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -84,7 +84,7 @@ def _last_output_matches(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: Wor
     s = job.settings
     exp, eblobs = call(cand, protocol.ExportLast(), protocol.ExportReply, s.stage_timeout_s, Stage.TIMING,
                        "export of the last timed output")
-    exp = relayed(cand, exp, "time")
+    exp, eblobs = relayed(cand, exp, eblobs, "time")
     comp, _ = reference_call(ref, protocol.Compare(slot="last", tree=exp.tree, outputs=exp.outputs, inputs=exp.inputs),
                              protocol.CompareReply, s.stage_timeout_s, "check of the last timed output", eblobs)
     call(cand, protocol.Release(), protocol.DoneReply, s.stage_timeout_s, Stage.TIMING, "release")

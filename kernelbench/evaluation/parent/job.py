@@ -22,6 +22,7 @@ from kernelbench.evaluation.parent.verdict import (
     Verdict,
     environment_from,
     format_tb,
+    stage_of,
 )
 from kernelbench.evaluation.parent.workers import ReferenceBroken, StageTimeout, WorkerDied, WorkerFailed
 from kernelbench.evaluation.sandbox import WorkerProcess
@@ -59,6 +60,10 @@ def run_job(session: DeviceSession, job: EvalJob,
         else:
             v.fail(Stage.CRASH, "ReferenceFailed", str(e), e.traceback)
         v.flags.append("the reference itself failed; this is not a verdict on the candidate")
+    except WorkerFailed as e:
+        # A candidate's command answered with an error where no stage catches it (a Release, say): a reference's
+        # failures arrive as ReferenceBroken, so this one is the candidate's, never an infrastructure failure.
+        v.fail_with(e.reply, stage_of(e.reply, Stage.RUN))
     except Exception as e:  # a bug of ours, a lost worker pool: never the candidate's verdict
         log.exception("evaluation of %s failed in the evaluator", job.key)
         v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", format_tb(e))

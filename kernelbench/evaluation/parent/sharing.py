@@ -17,6 +17,7 @@ import os
 import secrets
 
 from kernelbench.evaluation import protocol
+from kernelbench.evaluation.parent.verdict import Verdict, stage_of
 from kernelbench.evaluation.parent.workers import WorkerFailed, call, reference_call
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.settings import EvalSettings
@@ -55,11 +56,13 @@ def offer(s: EvalSettings, cand: WorkerProcess) -> None:
     cand.share_probe = (fill, int(reply.size), blobs)
 
 
-def settle(s: EvalSettings, ref: WorkerProcess, cand: WorkerProcess) -> None:
-    """After the load, the reference idle: the reference reads the probe; only then may exports name the buffer."""
+def settle(s: EvalSettings, v: Verdict, ref: WorkerProcess, cand: WorkerProcess) -> bool:
+    """After the load, the reference idle: the reference reads the probe; only then may exports name the buffer.
+
+    False when the candidate (its code loaded by now) refused to go back to host copies: ``v`` says so."""
     probe, cand.share_probe = cand.share_probe, None
     if probe is None:
-        return
+        return True
     fill, size, blobs = probe
     try:
         check, _ = reference_call(ref, protocol.CheckShared(fill=fill, size=size), protocol.ShareReply,
@@ -68,10 +71,15 @@ def settle(s: EvalSettings, ref: WorkerProcess, cand: WorkerProcess) -> None:
         blobs.close_fds()
     if check.shared:
         cand.shares = True
-        return
+        return True
     _note(f"the reference could not read the candidate's shared buffer: {check.detail}")
-    call(cand, protocol.Share(enable=False, fill=None), protocol.ShareReply, s.stage_timeout_s, Stage.RUN,
-         "host copies instead of a shared buffer")
+    try:
+        call(cand, protocol.Share(enable=False, fill=None), protocol.ShareReply, s.stage_timeout_s, Stage.RUN,
+             "host copies instead of a shared buffer")
+    except WorkerFailed as e:
+        v.fail_with(e.reply, stage_of(e.reply, Stage.RUN))
+        return False
+    return True
 
 
 def _note(why: str) -> None:

@@ -45,7 +45,8 @@ def run_candidate(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerP
 def run_loaded(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
                secret: bytes) -> None:
     """The stages after a successful load, in turn, until one stops the job."""
-    sharing.settle(job.settings, ref, cand)
+    if not sharing.settle(job.settings, v, ref, cand):
+        return
     if not correctness(job, v, ref, cand, secret):
         return
     if not timing(session, job, v, ref, cand, secret):
@@ -129,7 +130,7 @@ def _trial(s: EvalSettings, v: Verdict, ref: WorkerProcess, cand: WorkerProcess,
         # is read whatever becomes of the candidate's, so the reference stays in step for the next job.
         creply, cblobs = call(cand, protocol.Run(seed=seed, fwd_seed=fwd, slot=None, poison=True),
                               protocol.ExportReply, s.stage_timeout_s, Stage.RUN, f"correctness trial {k + 1}")
-        creply = relayed(cand, creply, "run")
+        creply, cblobs = relayed(cand, creply, cblobs, "run")
     except WorkerFailed as e:
         r = e.reply
         stage = stage_of(r, Stage.RUN)

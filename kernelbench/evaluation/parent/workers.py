@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import compile_cache, isolation, protocol
-from kernelbench.evaluation.channel import ChannelClosed, ChannelTimeout, ProtocolError
+from kernelbench.evaluation.channel import Blobs, ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob
 from kernelbench.results import Stage
@@ -154,13 +154,23 @@ def reference_receive(pending: Pending) -> tuple[R, list]:
         raise ReferenceBroken(f"reference worker failed during {what}: {e}") from None
 
 
-def relayed(cand: WorkerProcess, reply: protocol.ExportReply, where: str) -> protocol.ExportReply:
-    """The candidate's tensor descriptors, made openable by the reference (see WorkerProcess.relay_outputs)."""
+def relayed(cand: WorkerProcess, reply: protocol.ExportReply, blobs: list,
+            where: str) -> tuple[protocol.ExportReply, list]:
+    """The candidate's tensor descriptors made openable by the reference (see WorkerProcess.relay_outputs), and its
+    frames with the one descriptor a shared buffer needs; any other descriptor it sent is closed, never passed on."""
+    fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
     try:
-        return replace(reply, outputs=cand.relay_outputs(reply.outputs), inputs=cand.relay_outputs(reply.inputs))
+        out = replace(reply, outputs=cand.relay_outputs(reply.outputs), inputs=cand.relay_outputs(reply.inputs))
+        shared = any(isinstance(d, dict) and "shared" in d for d in (*out.outputs, *out.inputs))
+        if shared and len(fds) != 1:
+            raise ValueError(f"shared tensors come with one descriptor, not {len(fds)}")
+        keep, fds = (fds, []) if shared else ([], fds)
+        return out, Blobs(blobs, keep)
     except (ValueError, OSError) as e:
         raise WorkerFailed(protocol.ErrorReply(where=where, type="TransportError", message=str(e), traceback=None,
                                                builds=None)) from None
+    finally:
+        Blobs((), fds).close_fds()
 
 
 def publish_after_exit(worker: WorkerProcess, reply: protocol.LoadReply | protocol.ErrorReply, job: EvalJob) -> None:

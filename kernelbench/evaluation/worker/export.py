@@ -72,10 +72,11 @@ class ExportCommands:
                 shared = self.transport.open_shared(fds[0], size, self.device)
             outs = self.transport.decode_tensors(cmd.outputs, blobs, self.device, extent, shared)
             ins = self.transport.decode_tensors(cmd.inputs, blobs, self.device, extent, shared)
-            if shared is not None:
-                self._sync()  # the copies out of the buffer are done before it is unmapped
         finally:
             if shared is not None:
+                # Copies out of the buffer are queued on the stream: done before it is unmapped, also when a later
+                # description was refused after an earlier one's copy was queued.
+                self._sync()
                 shared.close()
             for fd in fds:
                 os.close(fd)
@@ -106,8 +107,8 @@ class ExportCommands:
             shared = self.transport.open_shared(fds[0], int(cmd.size), self.device)
             try:
                 head = shared.tensor(self.torch, self.device)[:protocol.PROBE_BYTES].clone()
-                self._sync()
             finally:
+                self._sync()
                 shared.close()
             ok = bool((head == int(cmd.fill)).all())
             return protocol.ShareReply(shared=ok, detail="" if ok else "the shared buffer does not hold what was written",
