@@ -128,3 +128,16 @@ def test_cushion_and_pinning_defaults_follow_their_environment_overrides(monkeyp
     monkeypatch.setenv("KB_PIN_CPUS", "0")
     assert (EvalSettings().launch_cushion_us, EvalSettings().pin_cpus) == (0, False)
     assert EvalSettings(launch_cushion_us=50, pin_cpus=True).to_dict()["launch_cushion_us"] == 50
+
+
+def test_the_leaderboard_requires_the_sandbox_unless_told_to_take_it_where_it_can_be_made():
+    """The evaluation workflow passes --sandbox-if-possible until a Modal run shows the sandbox inside Modal's
+    containers (.github/workflows/evaluate.yml); a local `kernelbench eval` takes it where possible anyway."""
+    assert parse("leaderboard", "evaluate", "sub.json").sandbox == "require"
+    assert parse("leaderboard", "evaluate", "sub.json", "--sandbox-if-possible").sandbox == "auto"
+    assert parse("leaderboard", "evaluate", "sub.json", "--no-sandbox").sandbox == "off"
+    with pytest.raises(SystemExit):
+        parse("leaderboard", "evaluate", "sub.json", "--no-sandbox", "--sandbox-if-possible")
+    assert parse("eval", "--level", "1", "--problem-id", "1", "--kernel", "k.py").sandbox == "auto"
+    workflow = (ROOT / ".github" / "workflows" / "evaluate.yml").read_text()
+    assert "leaderboard evaluate" in workflow and "--sandbox-if-possible" in workflow and "--no-sandbox" not in workflow

@@ -238,6 +238,10 @@ def add_eval_args(p: argparse.ArgumentParser, sandbox_default: str = "auto") -> 
                         + (" (the default here)" if sandbox_default == "require" else ""))
     x.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="off",
                    help="process isolation only: candidate code can read what this user can read")
+    if sandbox_default != "auto":
+        x.add_argument("--sandbox-if-possible", dest="sandbox", action="store_const", const="auto",
+                       help="the OS sandbox where it can be made, else process isolation (said once; every result "
+                            "records which, as environment.isolation)")
     s.add_argument("--allow-network", action="store_true",
                    help="let sandboxed candidates reach the network (default: none at all)")
     p.set_defaults(sandbox=sandbox_default)
