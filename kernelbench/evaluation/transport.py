@@ -375,6 +375,11 @@ def host_copy_extent(descs: list) -> int:
                default=0)
 
 
+def names_shared(descs: list) -> bool:
+    """Whether any description places its tensor in a shared buffer (then one descriptor travels with them)."""
+    return any(isinstance(d, dict) and "shared" in d for d in descs)
+
+
 def shared_size(descs: list) -> int:
     """The size of the shared buffer the descriptions are in (0: none); every one must name the same."""
     sizes = {d["shared"].get("size") if isinstance(d["shared"], dict) else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from kernelbench.backends import get_backend
-from kernelbench.evaluation import compile_cache, isolation, protocol
+from kernelbench.evaluation import compile_cache, isolation, protocol, transport
 from kernelbench.evaluation.channel import Blobs, ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.sandbox import Confinement, WorkerProcess, scrubbed_environment
 from kernelbench.evaluation.settings import EvalJob
@@ -161,7 +161,7 @@ def relayed(cand: WorkerProcess, reply: protocol.ExportReply, blobs: list,
     fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
     try:
         out = replace(reply, outputs=cand.relay_outputs(reply.outputs), inputs=cand.relay_outputs(reply.inputs))
-        shared = any(isinstance(d, dict) and "shared" in d for d in (*out.outputs, *out.inputs))
+        shared = transport.names_shared([*out.outputs, *out.inputs])
         if shared and len(fds) != 1:
             raise ValueError(f"shared tensors come with one descriptor, not {len(fds)}")
         keep, fds = (fds, []) if shared else ([], fds)

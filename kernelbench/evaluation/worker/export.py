@@ -53,19 +53,19 @@ class ExportCommands:
             if "blob" in d:
                 d["blob"] += len(out_blobs)
         self.exported = (plain, in_tensors, output, inputs)
-        in_buffer = shared is not None and any("shared" in d for d in (*out_descs, *in_descs))
+        in_buffer = self.transport.names_shared([*out_descs, *in_descs])
         # The buffer's descriptor is the arena's: sent with the reply, never closed by it.
         return ({"tree": tree, "outputs": out_descs, "inputs": in_descs},
                 Blobs(out_blobs + in_blobs, [shared.fd] if in_buffer else [], owned=False))
 
-    def _received(self, cmd: protocol.Compare, blobs: list, extent: int = 0):
-        """``extent``: how far into a host-copy file outputs and inputs reach together (one mapping for both).
+    def _received(self, cmd: protocol.Compare, blobs: list, extent: int = 0, size: int = 0):
+        """``extent``: how far into a host-copy file outputs and inputs reach together (one mapping for both);
+        ``size``: the shared buffer they name (0: none), both as the reference's claim check found them.
 
         Tensors in a sandboxed candidate's shared buffer are copied out of it here, and the buffer let go."""
         fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
         shared = None
         try:
-            size = self.transport.shared_size([*cmd.outputs, *cmd.inputs])
             if size:
                 if len(fds) != 1:
                     raise self.transport.TransportError(f"shared tensors come with one descriptor, not {len(fds)}")

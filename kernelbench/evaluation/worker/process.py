@@ -329,11 +329,11 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         key = str(cmd.slot)
         x, ref_out = self.slots[key] if key != "last" else self.last
         try:
-            too_big, extent = self._check_claims(cmd, x, ref_out)
+            too_big, extent, shared_size = self._check_claims(cmd, x, ref_out)
             if too_big is not None:
                 return protocol.CompareReply(passed=False, reason=too_big, max_abs=None, max_rel=None,
                                              inputs_modified=False), []
-            outs, ins = self._received(cmd, blobs, extent)
+            outs, ins = self._received(cmd, blobs, extent, shared_size)
         except Exception as e:
             return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
                                          max_abs=None, max_rel=None, inputs_modified=False), []
@@ -359,9 +359,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                                      max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
                                      inputs_modified=modified is not None), []
 
-    def _check_claims(self, cmd: protocol.Compare, x: list, ref_out: Any) -> tuple[str | None, int]:
-        """Why the candidate's descriptions cannot pass, decided before anything is read (None if they may), and
-        how far its host copies reach. Claims of far more bytes of outputs (or inputs) than the reference's own
+    def _check_claims(self, cmd: protocol.Compare, x: list, ref_out: Any) -> tuple[str | None, int, int]:
+        """Why the candidate's descriptions cannot pass, decided before anything is read (None if they may), how
+        far its host copies reach, and the size of the shared buffer they name (0: none). Claims of far more bytes of outputs (or inputs) than the reference's own
         would only let the candidate make the reference allocate, read and page-lock memory at will; within
         ``CLAIM_FACTOR`` (a wrong dtype, fp16 for fp64 at worst) they are read, so that the comparison can say
         what is wrong."""
@@ -375,18 +375,19 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         out_ref, in_ref = nbytes(ref_leaves), nbytes(list(x))
         if out_claim > _claim_limit(out_ref):
             return (f"the candidate's outputs claim {out_claim} bytes, far more than the reference's {out_ref} "
-                    "(outputs must have the reference's shapes and dtypes)"), 0
+                    "(outputs must have the reference's shapes and dtypes)"), 0, 0
         if in_claim > _claim_limit(in_ref):
-            return f"the candidate's inputs claim {in_claim} bytes, far more than the reference's {in_ref}", 0
+            return f"the candidate's inputs claim {in_claim} bytes, far more than the reference's {in_ref}", 0, 0
         descs = [*cmd.outputs, *cmd.inputs]
-        extent = self.transport.host_copy_extent(descs)
-        pad = self.transport.HOST_COPY_ALIGN * len(descs)  # each host copy starts on an aligned offset
-        if extent > _claim_limit(out_ref) + _claim_limit(in_ref) + pad:
-            return "the candidate's host copies lie beyond what its outputs and inputs can fill", 0
-        if self.transport.shared_size(descs) > _claim_limit(out_ref) + _claim_limit(in_ref) + pad:
+        # Each host copy starts on an aligned offset; a shared buffer is rounded up within the slack.
+        limit = _claim_limit(out_ref) + _claim_limit(in_ref) + self.transport.HOST_COPY_ALIGN * len(descs)
+        extent, shared_size = self.transport.host_copy_extent(descs), self.transport.shared_size(descs)
+        if extent > limit:
+            return "the candidate's host copies lie beyond what its outputs and inputs can fill", 0, 0
+        if shared_size > limit:
             # Mapping costs the reference only addresses, but a buffer no comparison can need is refused unmapped.
-            return "the candidate's shared buffer is far larger than its outputs and inputs", 0
-        return None, extent
+            return "the candidate's shared buffer is far larger than its outputs and inputs", 0, 0
+        return None, extent, shared_size
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
