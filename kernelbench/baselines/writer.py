@@ -242,6 +242,79 @@ class BaselineFile:
             if not failures:
                 del self.data["failures"]
 
+    def merge_from(self, other: BaselineFile, modes: list[str] | None = None, save: bool = True) -> int:
+        """Take in the times another file of the same GPU, protocol, precision and problem set measured.
+
+        Why: one host's GPUs can measure disjoint levels of one file at once, each into its own copy;
+        joining them must keep every guarantee a single writer gives. A time both files hold stays this
+        file's (the first measurement is kept), and a problem whose hash differs between the two is refused.
+        Returns how many times were added.
+        """
+        env, theirs = self.environment, other.environment
+        for key in ("timing_protocol", "precision"):
+            if env.get(key) and theirs.get(key) and env[key] != theirs[key]:
+                raise BaselineError(f"{other.path} was measured with {key} {theirs[key]!r}, {self.path} with "
+                                    f"{env[key]!r}; not merged")
+        mine_gpu, their_gpu = gpu_family(env.get("gpu_name")), gpu_family(theirs.get("gpu_name"))
+        if mine_gpu and their_gpu and mine_gpu != their_gpu:
+            raise BaselineError(f"{other.path} holds {their_gpu} times, {self.path} {mine_gpu} times; not merged")
+        ps_mine, ps_theirs = self.data.get("problem_set") or {}, other.data.get("problem_set") or {}
+        if ps_mine and ps_theirs:
+            if (ps_mine.get("name"), ps_mine.get("revision")) != (ps_theirs.get("name"), ps_theirs.get("revision")):
+                raise BaselineError(f"{other.path} holds problem set {ps_theirs.get('name')}@"
+                                    f"{ps_theirs.get('revision')}, {self.path} {ps_mine.get('name')}@"
+                                    f"{ps_mine.get('revision')}; not merged")
+            hashes = ps_mine.get("hashes") or {}
+            clash = [ref for ref, h in (ps_theirs.get("hashes") or {}).items() if ref in hashes and hashes[ref] != h]
+            if clash:
+                raise BaselineError(f"{other.path} and {self.path} hold different versions of {clash[0]}; not merged")
+        added = 0
+        for mode in [EAGER, *(other.data.get("modes") or {})]:
+            if modes is not None and mode not in modes:
+                continue
+            for lkey, problems in other._mode_block(mode).items():
+                if not (LEVEL_KEY.match(lkey) and isinstance(problems, dict)):
+                    continue
+                for filename, raw in problems.items():
+                    try:
+                        BaselineEntry.model_validate(raw)
+                    except ValidationError as e:
+                        raise BaselineError(f"{other.path}: {lkey}/{filename} ({mode}) is not a valid entry: "
+                                            f"{one_line(str(e))}") from None
+                    block = self._mode_block(mode, create=True).setdefault(lkey, {})
+                    if filename in block:
+                        continue
+                    block[filename] = raw
+                    added += 1
+                    failures = (self.data.get("failures") or {}).get(lkey) or {}
+                    if mode in failures.get(filename, {}):
+                        del failures[filename][mode]
+                        if not failures[filename]:
+                            del failures[filename]
+        for lkey, per_file in (other.data.get("failures") or {}).items():
+            for filename, per_mode in per_file.items():
+                for mode, error in per_mode.items():
+                    if (modes is None or mode in modes) and \
+                            filename not in (self._mode_block(mode).get(lkey) or {}):
+                        self.data.setdefault("failures", {}).setdefault(lkey, {}).setdefault(filename, {})[mode] = error
+        failures = self.data.get("failures") or {}
+        for lkey in [k for k, v in failures.items() if not v]:
+            del failures[lkey]
+        if "failures" in self.data and not failures:
+            del self.data["failures"]
+        if ps_theirs:
+            block = self.data.setdefault("problem_set", {k: v for k, v in ps_theirs.items() if k != "hashes"})
+            block.setdefault("hashes", {}).update(ps_theirs.get("hashes") or {})
+        if theirs:
+            old_date = env.get("date")
+            self._merge_environment({**theirs}, theirs.get("precision"))
+            newest = max(d for d in (old_date, theirs.get("date")) if d) if (old_date or theirs.get("date")) else None
+            if newest:
+                self.data["environment"]["date"] = newest
+        if save:
+            self.save()
+        return added
+
     def to_dict(self) -> dict[str, Any]:
         """Levels in numeric order, problems by id, then modes, failures and the environment."""
         top = {k: v for k, v in self.data.items() if k not in ("modes", "failures", "environment", "problem_set")}
