@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from kernelbench.baselines.writer import BaselineFile
 from kernelbench.errors import BaselineError
@@ -25,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", nargs="+", help="only these modes (default: every mode)")
     ap.add_argument("--dry-run", action="store_true", help="check and count, write nothing")
     args = ap.parse_args(argv)
+    missing = [p for p in [args.into, *args.parts] if not Path(p).is_file()]
+    if missing:
+        print(f"error: no such baseline file: {missing[0]}", file=sys.stderr)
+        return 2
     try:
         into = BaselineFile.open(args.into)
         parts = [BaselineFile.open(p) for p in args.parts]

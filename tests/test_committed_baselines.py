@@ -57,6 +57,7 @@ COMPLETE, PARTIAL = "complete", "partial"
 OFFICIAL_FILES = {
     "H100.json": ("H100", {"eager": COMPLETE}),
     "H100.eager-repeat.json": ("H100", {"eager": COMPLETE}),
+    "H200.json": ("H200", {"eager": COMPLETE, "compile-default": COMPLETE}),
 }
 
 
