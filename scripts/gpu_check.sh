@@ -33,7 +33,8 @@
 #                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100;
 #                 KB_SANDBOX=off|require|auto, default auto: candidates sandboxed where the sandbox works)
 #   timing-profile  scripts/profile_timing_stage.py: where a timing stage's time goes between forwards, piece by
-#                 piece (official level $KB_LEVELS, default 2, problems 1-10; under a minute)
+#                 piece (official level $KB_LEVELS, default 2, problems 1-10, each with the fingerprinter before
+#                 session 16 and the current one; about a minute)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -128,7 +129,7 @@ for phase in "${phases[@]}"; do
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
-      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py ;;
+      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py tests/test_fingerprint_gpu.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     dsl)
@@ -193,7 +194,7 @@ for phase in "${phases[@]}"; do
       done ;;
     timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
-        --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
+        --fingerprinter both --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

@@ -37,8 +37,67 @@ from kernelbench.evaluation.worker.process import Worker  # noqa: E402
 from kernelbench.problems import load_problems  # noqa: E402
 from kernelbench.problems.model import at_reduced_sizes  # noqa: E402
 
-#: Pieces of one timed call, in the order a call runs them.
-PIECES = ("inputs", "flush", "seed", "cushion", "forward", "sync", "fingerprint", "bounds")
+#: Pieces of one timed call, in the order a call runs them ("fingerprint": the output's sums and the tolerance
+#: bounds; before session 16 they were two pieces, "fingerprint" 4.1 ms and "bounds" 3.5 ms on official level 2).
+PIECES = ("inputs", "flush", "seed", "cushion", "forward", "sync", "fingerprint")
+
+
+class PreviousFingerprinter:
+    """The fingerprinter as it was until session 16, kept here only to measure the new one against it.
+
+    Per 16M-element chunk it copied the output into a float64 buffer and read a plain sum, a dot product with a
+    float64 weight vector, and (bounds) a second copy's absolute sum back to the host one by one: seven passes
+    over the buffer and three read-backs per chunk, against three passes and one read-back per call now.
+    """
+
+    def __init__(self, chunk: int = 1 << 24):
+        self.chunk = chunk
+        self._buf = self._w = None
+
+    def _buffers(self, device):
+        import torch
+
+        from kernelbench.evaluation.compare import _weights
+
+        if self._buf is None or self._buf.device != device:
+            self._buf = torch.empty(self.chunk, dtype=torch.float64, device=device)
+            self._w = _weights(0, self.chunk, device)
+        return self._buf, self._w
+
+    def measure(self, tensors, tolerance=None):
+        import torch
+
+        sums, bounds = [], []
+        for t in tensors:
+            f = t.reshape(-1)
+            if f.is_complex():
+                f = torch.view_as_real(f).reshape(-1)
+            s0 = s1 = mag = 0.0
+            if f.numel():
+                buf, w = self._buffers(f.device)
+                for s in range(0, f.numel(), self.chunk):
+                    part = f[s:s + self.chunk]
+                    b = buf[:part.numel()]
+                    b.copy_(part)
+                    s0 += float(b.sum())
+                    s1 += float(torch.dot(b, w[:part.numel()]))
+            sums.extend([s0, s1])
+            if tolerance is None:
+                continue
+            if not f.is_floating_point():
+                bounds.extend([0.5, 0.5])
+                continue
+            if f.numel():
+                buf, _ = self._buffers(f.device)
+                for s in range(0, f.numel(), self.chunk):
+                    part = f[s:s + self.chunk]
+                    x = buf[:part.numel()]
+                    x.copy_(part)
+                    x.abs_()
+                    mag += float(x.sum())
+            b = tolerance[0] * f.numel() + tolerance[1] * mag + 1e-9 * mag
+            bounds.extend([b, b])
+        return sums, bounds
 
 
 class Clock:
@@ -77,8 +136,7 @@ def instrument(w: Worker, clock: Clock) -> None:
     w._sync = clock.wrap("sync", w._sync)
     w._event_sync = clock.wrap("sync", w._event_sync)
     w.inputs = _SeedingInputs(w.inputs, clock)
-    w.fingerprinter.sums = clock.wrap("fingerprint", w.fingerprinter.sums)
-    w.fingerprinter.bounds = clock.wrap("bounds", w.fingerprinter.bounds)
+    w.fingerprinter.measure = clock.wrap("fingerprint", w.fingerprinter.measure)
     w._collect_cycles = clock.wrap("warmup_gc", w._collect_cycles)
     w._release_cached_memory = clock.wrap("warmup_release", w._release_cached_memory)
     model = w.model
@@ -100,9 +158,12 @@ def flush_gpu_ms(w: Worker, repeats: int = 20) -> float | None:
     return a.elapsed_time(b) / repeats
 
 
-def profile_problem(problem, device: str, rounds: int, block: int, settings: EvalSettings) -> dict:
+def profile_problem(problem, device: str, rounds: int, block: int, settings: EvalSettings,
+                    fingerprinter: str = "current") -> dict:
     w = Worker("reference", device)
     w.cmd_init(protocol.Init(), [])
+    if fingerprinter == "previous":
+        w.fingerprinter = PreviousFingerprinter()
     tol = settings.tolerance
     w.cmd_setup(protocol.Setup(code=problem.code, precision=settings.precision, atol=tol.atol, rtol=tol.rtol,
                                init_seed=INIT_SEED, probe_seed=None, ieee_fp32=settings.ieee_fp32,
@@ -132,7 +193,7 @@ def profile_problem(problem, device: str, rounds: int, block: int, settings: Eva
     timed = {k: (clock.seconds[k] - before.get(k, 0.0)) / max(1, later_calls) * 1000 for k in PIECES}
     wall_ms = sum(block_walls[1:]) / max(1, later_calls) * 1000
     return {
-        "problem": problem.key, "name": problem.name, "calls": rounds * block,
+        "problem": problem.key, "name": problem.name, "calls": rounds * block, "fingerprinter": fingerprinter,
         "forward_event_ms": statistics.median(event_ms),
         "first_block": first,
         "wall_per_call_ms": wall_ms,
@@ -155,6 +216,9 @@ def main() -> int:
                    "timings took): the first is shown apart")
     p.add_argument("--block", type=int, default=3, help="calls per block (default 3)")
     p.add_argument("--reduced-size", action="store_true", help="each problem at its declared CPU size")
+    p.add_argument("--fingerprinter", choices=["current", "previous", "both"], default="current",
+                   help="the library's fingerprinter, the one before session 16, or both (each problem profiled "
+                        "once with each, in turn)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON")
     args = p.parse_args()
     if args.rounds < 2 or args.block < 1:
@@ -171,28 +235,33 @@ def main() -> int:
         if not problems:
             p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
     settings = EvalSettings(backend="torch", launch_cushion_us=launch_cushion_us() if args.device != "cpu" else 0)
+    kinds = ["previous", "current"] if args.fingerprinter == "both" else [args.fingerprinter]
     rows = []
     for problem in problems:
-        row = profile_problem(problem, args.device, args.rounds, args.block, settings)
-        rows.append(row)
-        h = row["host_ms_per_call"]
-        fb = row["first_block"]
-        print(f"{row['problem']} {row['name'][:32]:32} forward {row['forward_event_ms']:8.3f} ms (event); first block "
-              f"{fb['wall_s']:.3f} s (fingerprint {fb['host_s']['fingerprint']:.3f} s); then "
-              f"wall {row['wall_per_call_ms']:8.3f} ms per timed call; host ms: "
-              + " ".join(f"{k} {h[k]:.3f}" for k in PIECES)
-              + f" other {row['unaccounted_ms_per_call']:.3f}; warm-up {row['warmup']['calls']} calls "
-              f"{row['warmup']['wall_s']:.3f} s (gc {row['warmup']['gc_s']:.3f} s, release "
-              f"{row['warmup']['release_s']:.3f} s)"
-              + (f"; one L2 flush {row['flush_gpu_ms']:.3f} ms of GPU" if row["flush_gpu_ms"] is not None else ""),
-              flush=True)
-    if rows:
-        n = len(rows)
-        mean = {k: sum(r["host_ms_per_call"][k] for r in rows) / n for k in PIECES}
-        print(f"\nmean over {n} problem(s), host ms per timed call after the first block: "
+        for kind in kinds:
+            row = profile_problem(problem, args.device, args.rounds, args.block, settings, kind)
+            rows.append(row)
+            h = row["host_ms_per_call"]
+            fb = row["first_block"]
+            print(f"{row['problem']} {row['name'][:32]:32} [{kind}] forward {row['forward_event_ms']:8.3f} ms (event); "
+                  f"first block {fb['wall_s']:.3f} s (fingerprint {fb['host_s']['fingerprint']:.3f} s); then "
+                  f"wall {row['wall_per_call_ms']:8.3f} ms per timed call; host ms: "
+                  + " ".join(f"{k} {h[k]:.3f}" for k in PIECES)
+                  + f" other {row['unaccounted_ms_per_call']:.3f}; warm-up {row['warmup']['calls']} calls "
+                  f"{row['warmup']['wall_s']:.3f} s (gc {row['warmup']['gc_s']:.3f} s, release "
+                  f"{row['warmup']['release_s']:.3f} s)"
+                  + (f"; one L2 flush {row['flush_gpu_ms']:.3f} ms of GPU" if row["flush_gpu_ms"] is not None else ""),
+                  flush=True)
+    for kind in kinds:
+        mine = [r for r in rows if r["fingerprinter"] == kind]
+        if not mine:
+            continue
+        n = len(mine)
+        mean = {k: sum(r["host_ms_per_call"][k] for r in mine) / n for k in PIECES}
+        print(f"\n[{kind} fingerprinter] mean over {n} problem(s), host ms per timed call after the first block: "
               + ", ".join(f"{k} {v:.3f}" for k, v in mean.items())
-              + f"; wall {sum(r['wall_per_call_ms'] for r in rows) / n:.3f}; forward (event) "
-              f"{sum(r['forward_event_ms'] for r in rows) / n:.3f}")
+              + f"; wall {sum(r['wall_per_call_ms'] for r in mine) / n:.3f}; forward (event) "
+              f"{sum(r['forward_event_ms'] for r in mine) / n:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": args.device, "rows": rows}, indent=1) + "\n")
     return 0

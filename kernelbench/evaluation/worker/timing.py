@@ -138,9 +138,10 @@ class TimingCommands:
             if want_fp:
                 _, leaves = self.transport.flatten(out)
                 plain = [t for t in leaves if type(t) is torch.Tensor]
-                fps.append(self.fingerprinter.sums(plain))
+                sums, bnds = self.fingerprinter.measure(plain, (self.atol, self.rtol) if want_bounds else None)
+                fps.append(sums)
                 if want_bounds:
-                    bounds.append(self.fingerprinter.bounds(plain, self.atol, self.rtol))
+                    bounds.append(bnds)
                 # Nothing may keep this call's output alive into the next timed call: its replacement
                 # would need a new block, allocated inside the timed region.
                 del leaves, plain

@@ -1,0 +1,59 @@
+"""The timed-call fingerprint on the GPU: cuBLAS's float64 product gives the sums it claims, one read-back
+per call, no allocation that grows from call to call."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from kernelbench.evaluation import compare
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
+    torch.manual_seed(0)
+    t = torch.randn(40_000_003, device="cuda")  # three chunks, the last not whole rows
+    fp = compare.Fingerprinter()
+    sums, bounds = fp.measure([t], (1e-2, 1e-2))
+    x = t.double()
+    pos = torch.arange(x.numel(), device="cuda") % compare.CHUNK
+    a = compare._weights(1 << 30, compare.CHUNK // compare.ROW, t.device)
+    b = compare._weights(0, compare.ROW, t.device)
+    w = a[pos // compare.ROW] * b[pos % compare.ROW]
+    assert sums == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
+    mag = float(x.abs().sum())
+    assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7)
+
+
+def test_one_read_back_per_call_and_no_growth():
+    torch.manual_seed(1)
+    outs = [torch.randn(20_000_000, device="cuda"), torch.randn(1000, device="cuda").half()]
+    fp = compare.Fingerprinter()
+    fp.measure(outs, (1e-2, 1e-2))  # the first call allocates the buffers
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fp.measure(outs, (1e-2, 1e-2))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    assert len(syncs) == 1, [str(w.message) for w in syncs]
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+
+
+def test_an_honest_gpu_output_passes_and_a_stale_one_fails():
+    torch.manual_seed(2)
+    r = torch.randn(8_000_000, device="cuda")
+    fp = compare.Fingerprinter()
+    ref, bounds = fp.measure([r], (1e-4, 1e-4))
+    honest = r + (torch.rand_like(r) - 0.5) * 1e-4
+    assert compare.fingerprints_match(fp.sums([honest]), ref, bounds)
+    assert not compare.fingerprints_match(fp.sums([torch.randn_like(r)]), ref, bounds)
