@@ -11,16 +11,13 @@ import torch
 from kernelbench.evaluation import compare
 
 
-def direct(t: torch.Tensor, chunk: int, row: int) -> tuple[float, float, float]:
-    """The sums written out element by element: plain, weighted by a[r]*b[c] within each chunk, and |x|."""
+def direct(t: torch.Tensor, chunk: int) -> tuple[float, float, float]:
+    """The sums written out element by element: plain, weighted by the position's weight within its chunk, |x|."""
     f = t.reshape(-1)
     if f.is_complex():
         f = torch.view_as_real(f).reshape(-1)
     x = f.to(torch.float64)
-    pos = torch.arange(x.numel()) % chunk
-    a = compare._weights(1 << 30, chunk // row, torch.device("cpu"))
-    b = compare._weights(0, row, torch.device("cpu"))
-    w = a[pos // row] * b[pos % row]
+    w = compare._weights(0, chunk, torch.device("cpu"))[torch.arange(x.numel()) % chunk]
     return float(x.sum()), float((w * x).sum()), float(x.abs().sum())
 
 
@@ -41,9 +38,9 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
         t = torch.randint(-1000, 1000, shape, dtype=dtype)
     else:
         t = torch.randn(shape, dtype=dtype)
-    fp = compare.Fingerprinter(chunk=256, row=64)
+    fp = compare.Fingerprinter(chunk=256)
     sums, bounds = fp.measure([t], (1e-3, 1e-2))
-    s0, s1, mag = direct(t, 256, 64)
+    s0, s1, mag = direct(t, 256)
     assert sums == pytest.approx([s0, s1], rel=1e-12, abs=1e-9)
     if t.is_floating_point() or t.is_complex():
         n = t.numel() * (2 if t.is_complex() else 1)
@@ -53,22 +50,31 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
     assert fp.sums([t]) == sums and fp.bounds([t], 1e-3, 1e-2) == bounds
 
 
-def test_the_weights_are_signs_that_change_within_and_across_rows():
-    fp = compare.Fingerprinter(chunk=256, row=64)
-    ones = torch.ones(256)
-    s0, s1 = fp.sums([ones])
-    assert s0 == 256.0
-    assert abs(s1) < 64, "a weighted sum of ones near its plain sum would mean the weights are mostly +1"
-    for k in (0, 63, 64, 200):
-        e = torch.zeros(256)
+def effective_weights(fp: compare.Fingerprinter, n: int) -> torch.Tensor:
+    """The weight the fingerprint gives each position, read back through its weighted sum of unit vectors."""
+    out = []
+    for k in range(n):
+        e = torch.zeros(n, dtype=torch.float64)
         e[k] = 1.0
-        assert abs(fp.sums([e])[1]) == 1.0
+        out.append(fp.sums([e])[1])
+    return torch.tensor(out)
+
+
+def test_the_weights_are_signs_without_structure_a_forger_could_use():
+    fp = compare.Fingerprinter(chunk=4096)
+    w = effective_weights(fp, 4096)
+    assert set(w.tolist()) == {1.0, -1.0}
+    assert abs(float(w.sum())) < 4096 * 0.1, "about as many -1 as +1"
+    # Seen as the weights of a 64x64 output (a matrix product's), they must have full rank: weights of
+    # rank r make the weighted sum of A @ B cost r matrix-vector products, so a forged output matching both
+    # sums would be cheap.
+    assert int(torch.linalg.matrix_rank(w.view(64, 64))) == 64
 
 
 def test_honest_noise_passes_and_wrong_outputs_fail_across_chunks():
     torch.manual_seed(0)
     r = torch.randn(5000)
-    fp = compare.Fingerprinter(chunk=1024, row=128)
+    fp = compare.Fingerprinter(chunk=1024)
     ref_sums, bounds = fp.measure([r], (1e-4, 1e-4))
     for _ in range(20):  # every element at the edge of its tolerance, signs at random
         edge = r + torch.sign(torch.randn(5000)) * (1e-4 + 1e-4 * r.abs()) * 0.999
@@ -84,11 +90,11 @@ def test_honest_noise_passes_and_wrong_outputs_fail_across_chunks():
 
 
 def test_buffers_are_sized_to_the_outputs_and_kept_between_calls():
-    fp = compare.Fingerprinter(chunk=1 << 20, row=256)
+    fp = compare.Fingerprinter(chunk=1 << 20)
     small = [torch.randn(300), torch.randn(10)]
     fp.measure(small, (1e-2, 1e-2))
     buf = fp._buf
-    assert buf.numel() == 512, "two rows for 300 elements, not a whole chunk"
+    assert buf.numel() == 300 and fp._w.numel() == 300, "sized to the largest output, not a whole chunk"
     for _ in range(3):
         fp.measure([torch.randn(300), torch.randn(10)], (1e-2, 1e-2))
     assert fp._buf is buf, "no new allocation between calls of the same shapes"
@@ -97,7 +103,7 @@ def test_buffers_are_sized_to_the_outputs_and_kept_between_calls():
 
 
 def test_empty_and_several_outputs_keep_their_order():
-    fp = compare.Fingerprinter(chunk=256, row=64)
+    fp = compare.Fingerprinter(chunk=256)
     a, b = torch.arange(10.0), torch.full((3,), 2.0)
     sums, bounds = fp.measure([a, torch.zeros(0), b], (0.0, 0.5))
     assert sums[0] == 45.0 and sums[2:4] == [0.0, 0.0] and sums[4] == 6.0
@@ -105,6 +111,19 @@ def test_empty_and_several_outputs_keep_their_order():
     assert fp.measure([]) == ([], [])
 
 
-def test_a_chunk_must_be_whole_rows():
-    with pytest.raises(ValueError, match="multiple"):
-        compare.Fingerprinter(chunk=100, row=64)
+@pytest.mark.parametrize("width", [64, 128, 1000, 4096])
+def test_the_weight_pattern_has_full_rank_at_every_output_width(width):
+    """The pattern before session 16 (bit 13 of position * 2654435761) had rank 2 as a 256 x 4096 matrix and 64
+    as 256 x 128: forging the sums of a 4096-wide matrix product took two matrix-vector products."""
+    w = compare._weights(0, 256 * width, torch.device("cpu")).view(256, width)
+    assert int(torch.linalg.matrix_rank(w)) == min(256, width)
+    assert abs(float(w.mean())) < 0.05
+
+
+def test_the_weights_of_a_position_do_not_depend_on_how_many_are_made():
+    """Both workers size their buffers to the outputs they have seen: a prefix must be the same pattern."""
+    long = compare._weights(0, 10_000, torch.device("cpu"))
+    assert torch.equal(compare._weights(0, 300, torch.device("cpu")), long[:300])
+    assert torch.equal(compare._weights(5000, 100, torch.device("cpu")), long[5000:5100])
+    big = compare._weights((1 << 32) + 7, 3, torch.device("cpu"))  # positions wrap at 2**32 without overflow
+    assert set(big.tolist()) <= {1.0, -1.0}

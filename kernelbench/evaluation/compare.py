@@ -205,15 +205,32 @@ def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 # ------------------------------------------------------------------ fingerprints
-#: Elements per row when a chunk is viewed as a matrix for the fingerprint's matrix product.
-ROW = 4096
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """``x * c`` modulo 2**32 for ``x`` below 2**32, with every intermediate below 2**49 (no int64 overflow)."""
+    lo = (x * (c & 0xFFFF)) & _M32
+    hi = ((x * (c >> 16)) & 0xFFFF) << 16
+    return (lo + hi) & _M32
 
 
 def _weights(start: int, count: int, device: torch.device) -> torch.Tensor:
-    """A fixed pseudo-random +-1 pattern over positions (Knuth multiplicative hash)."""
-    idx = torch.arange(start, start + count, device=device, dtype=torch.int64)
-    bits = ((idx * 2654435761) >> 13) & 1
-    return (1 - 2 * bits).to(torch.float64)
+    """A fixed pseudo-random +-1 pattern over flat positions: the top bit of a 32-bit integer hash
+    (xor-shift-multiply, every input bit reaching every output bit) of the position.
+
+    Why a full hash: the earlier pattern, bit 13 of ``position * 2654435761``, depended on a row of a
+    4096-wide output only through the row number modulo 4 (its matrix had rank 2), so the weighted sum of a
+    4096 x 4096 matrix product cost two matrix-vector products and an output forged to match both sums was
+    cheap. This one has full rank for every width tried (tests/test_fingerprint.py).
+    """
+    x = torch.arange(start, start + count, device=device, dtype=torch.int64) & _M32
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    x = x ^ (x >> 16)
+    return (1 - 2 * (x >> 31)).to(torch.float64)
 
 
 class Fingerprinter:
@@ -224,40 +241,29 @@ class Fingerprinter:
     on both sides, so it must cost little and leave memory as it found it: the work reuses buffers
     allocated once (a large temporary between timed calls would move the next call's inputs and
     outputs to other memory, and memory-bound kernels then time differently from call to call), and
-    a call's results come back to the host in one read.
+    a call's results come back to the host in one read, not one per chunk and sum.
 
-    A chunk is copied once into a float64 buffer and viewed as rows of ``ROW`` elements; one matrix
-    product with the columns (ones, b) gives every row's plain and b-weighted sum, and the weighted
-    sum is the rows' second column weighted by a: the weight of element (r, c) is ``a[r] * b[c]``,
-    still +-1 and patternless to an output that does not know it. The reference's magnitude (for the
-    bound) is the buffer's 1-norm. Three passes over the buffer where the earlier version made seven,
-    and no read-back per chunk.
+    The weights are one value per position (up to a chunk), with no structure a forger could use: with
+    weights of rank r as a matrix of the output's shape, the weighted sum of a matrix product ``A @ B``
+    costs r matrix-vector products, so an output forged to match both sums would be cheap to make; with
+    these (:func:`_weights`) it costs the product itself. The weight pattern repeats every chunk.
     """
 
-    def __init__(self, chunk: int = CHUNK, row: int = ROW):
-        self.row = min(row, chunk)
-        if chunk % self.row:
-            raise ValueError(f"chunk {chunk} is not a multiple of the row length {self.row}")
+    def __init__(self, chunk: int = CHUNK):
         self.chunk = chunk
         self._buf: torch.Tensor | None = None
-        self._cols: torch.Tensor | None = None  # (row, 2): ones, b
-        self._rows: torch.Tensor | None = None  # a, one weight per row
-        self._prod: torch.Tensor | None = None  # (rows, 2): the matrix product's output
+        self._w: torch.Tensor | None = None
 
-    def _buffers(self, device: torch.device, elements: int) -> torch.Tensor:
-        """The float64 buffer, at least ``elements`` long (at most a chunk): sized to the largest output
-        seen, so a problem with small outputs does not hold a chunk's 128 MB. Outputs keep their sizes
-        from call to call, so it is allocated once, at the first call fingerprinted."""
-        need = min(self.chunk, -(-elements // self.row) * self.row)
+    def _buffers(self, device: torch.device, elements: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The float64 buffer and the weights, at least ``elements`` long (at most a chunk): sized to the
+        largest output seen, so a problem with small outputs does not hold a chunk's 2 x 128 MB. Outputs
+        keep their sizes from call to call, so they are allocated once, at the first call fingerprinted."""
+        need = min(self.chunk, elements)
         if self._buf is None or self._buf.device != device or self._buf.numel() < need:
-            self._buf = self._prod = None
+            self._buf = self._w = None
             self._buf = torch.empty(need, dtype=torch.float64, device=device)
-            self._prod = torch.empty(need // self.row, 2, dtype=torch.float64, device=device)
-            if self._cols is None or self._cols.device != device:
-                self._cols = torch.stack([torch.ones(self.row, dtype=torch.float64, device=device),
-                                          _weights(0, self.row, device)], dim=1).contiguous()
-                self._rows = _weights(1 << 30, self.chunk // self.row, device)
-        return self._buf
+            self._w = _weights(0, need, device)
+        return self._buf, self._w
 
     def measure(self, tensors: list[torch.Tensor], tolerance: tuple[float, float] | None = None
                 ) -> tuple[list[float], list[float]]:
@@ -276,21 +282,16 @@ class Fingerprinter:
             n = f.numel()
             chunks = 0
             if n:
-                buf = self._buffers(f.device, n)
+                buf, w = self._buffers(f.device, n)
                 for s in range(0, n, self.chunk):
                     part = f[s:s + self.chunk]
                     m = part.numel()
-                    rows = -(-m // self.row)
-                    b = buf[:rows * self.row]
-                    b[:m].copy_(part)
-                    if rows * self.row > m:
-                        b[m:].zero_()
-                    prod = self._prod[:rows]
-                    torch.mm(b.view(rows, self.row), self._cols, out=prod)
-                    parts.append(prod[:, 0].sum())
-                    parts.append(torch.dot(prod[:, 1], self._rows[:rows]))
+                    b = buf[:m]
+                    b.copy_(part)
+                    parts.append(b.sum())
+                    parts.append(torch.dot(b, w[:m]))
                     if with_mag:
-                        parts.append(torch.linalg.vector_norm(b[:m], 1))
+                        parts.append(torch.linalg.vector_norm(b, 1))
                     chunks += 1
             plan.append((chunks, n, with_mag))
         values = torch.stack(parts).tolist() if parts else []
@@ -310,8 +311,8 @@ class Fingerprinter:
             if tolerance is not None:
                 atol, rtol = tolerance
                 # float64 rounding of float32 sums is far below the last term
-                b = atol * n + rtol * mag + 1e-9 * mag if with_mag else 0.5
-                bounds.extend([b, b])
+                bound = atol * n + rtol * mag + 1e-9 * mag if with_mag else 0.5
+                bounds.extend([bound, bound])
         return sums, bounds
 
     def sums(self, tensors: list[torch.Tensor]) -> list[float]:
