@@ -112,3 +112,45 @@ def test_the_script_joins_and_reports_and_refuses_without_writing(tmp_path):
     assert (tmp_path / "a.json").read_text() == before
     missing = run_script(str(tmp_path / "a.json"), str(tmp_path / "nope.json"))
     assert missing.returncode != 0
+
+
+def test_a_part_that_does_not_say_its_gpu_protocol_or_set_is_refused(tmp_path):
+    first = write(tmp_path / "a.json", {(1, 1, "eager"): 1.0})
+    part = write(tmp_path / "b.json", {(2, 1, "eager"): 1.5})
+    data = json.loads(part.path.read_text())
+    for drop in ("gpu_name", "timing_protocol"):
+        bare = {**data, "environment": {k: v for k, v in data["environment"].items() if k != drop}}
+        with pytest.raises(BaselineError, match="does not say"):
+            first.merge_from(BaselineFile(part.path, bare))
+    with pytest.raises(BaselineError, match="a problem set"):
+        first.merge_from(BaselineFile(part.path, {k: v for k, v in data.items() if k != "problem_set"}))
+
+
+def test_the_gpu_of_a_part_is_read_from_its_entries_when_its_environment_lacks_it(tmp_path):
+    first = write(tmp_path / "a.json", {(1, 1, "eager"): 1.0})
+    part = write(tmp_path / "b.json", {(2, 1, "eager"): 1.5})
+    data = json.loads(part.path.read_text())
+    data["environment"] = {k: v for k, v in data["environment"].items() if k != "gpu_name"}
+    data["level2"]["1_P.py"]["hardware"] = "NVIDIA H100 80GB HBM3"
+    with pytest.raises(BaselineError, match="H100"):
+        first.merge_from(BaselineFile(part.path, data))
+
+
+def test_a_failure_both_files_record_stays_the_first_files(tmp_path):
+    first = write(tmp_path / "a.json", {(1, 1, "eager"): 1.0}, failures={(2, 1, "eager"): "first"})
+    part = write(tmp_path / "b.json", {(1, 2, "eager"): 1.0}, failures={(2, 1, "eager"): "second"})
+    first.merge_from(BaselineFile.open(part.path))
+    assert json.loads((tmp_path / "a.json").read_text())["failures"]["level2"]["1_P.py"]["eager"] == "first"
+
+
+def test_the_script_merges_half_precision_files(tmp_path):
+    env = {**ENV, "precision": "fp16"}
+    a = write(tmp_path / "a.json", {(1, 1, "eager"): 1.0}, env=env)
+    b = write(tmp_path / "b.json", {(1, 2, "eager"): 1.0}, env=env)
+    for f in (a, b):  # what the precision-aware writer records for an fp16 measurement
+        data = json.loads(f.path.read_text())
+        data["environment"]["precision"] = "fp16"
+        f.path.write_text(json.dumps(data))
+    done = run_script(str(a.path), str(b.path))
+    assert done.returncode == 0, done.stderr
+    assert "eager: 2 times" in done.stdout

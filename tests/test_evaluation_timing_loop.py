@@ -90,7 +90,7 @@ def test_candidate_timing_warms_up_both_sides_then_times_abba_rounds_on_the_same
 
     warm = protocol.Time(seeds=[derive_seed(SECRET, "warm", i) for i in range(4)],
                          fwd_seeds=[derive_seed(SECRET, "warm-forward", i) for i in range(4)], warmup=True,
-                         fingerprint=False, cushion_us=CUSHION_US)
+                         fingerprint=True, cushion_us=CUSHION_US)  # each side makes its fingerprint buffers
     expected = [(ref, warm), (cand, warm)]
     for r in range(rounds):
         block = protocol.Time(seeds=[derive_seed(SECRET, "time", r, i) for i in range(n)],

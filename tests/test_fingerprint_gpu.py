@@ -20,11 +20,15 @@ def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
     fp = compare.Fingerprinter()
     sums, bounds = fp.measure([t], (1e-2, 1e-2))
     x = t.double()
-    pos = torch.arange(x.numel(), device="cuda") % compare.CHUNK
-    w = compare._weights(0, compare.CHUNK, t.device)[pos]
-    assert sums == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
+    pos = torch.arange(x.numel(), device="cuda")
+    k = pos // compare.CHUNK
+    offsets = torch.tensor([0] + [compare._hash32(i) % compare.CHUNK for i in range(1, 3)], device="cuda")
+    w = compare._weights(0, compare.CHUNK, t.device)[(pos % compare.CHUNK + offsets[k]) % compare.CHUNK]
+    assert sums[:2] == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
+    assert sums[2] == compare.shape_key(t)
     mag = float(x.abs().sum())
     assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7)
+    assert bounds[1] < bounds[0] / 100, "the weighted sum's bound grows as the square root of the size"
 
 
 def test_one_read_back_per_call_and_no_growth():

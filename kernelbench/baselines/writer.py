@@ -251,11 +251,18 @@ class BaselineFile:
         Returns how many times were added.
         """
         env, theirs = self.environment, other.environment
+        missing = [what for what, value in (("a GPU", gpu_family(theirs.get("gpu_name")) or other._hardware_in_entries()),
+                                            ("a timing protocol", theirs.get("timing_protocol")),
+                                            ("a problem set", (other.data.get("problem_set") or {}).get("name")))
+                   if not value]
+        if missing and other.count():
+            raise BaselineError(f"{other.path} does not say {' or '.join(missing)} it was measured with; not merged")
         for key in ("timing_protocol", "precision"):
             if env.get(key) and theirs.get(key) and env[key] != theirs[key]:
                 raise BaselineError(f"{other.path} was measured with {key} {theirs[key]!r}, {self.path} with "
                                     f"{env[key]!r}; not merged")
-        mine_gpu, their_gpu = gpu_family(env.get("gpu_name")), gpu_family(theirs.get("gpu_name"))
+        mine_gpu = gpu_family(env.get("gpu_name")) or gpu_family(self._hardware_in_entries())
+        their_gpu = gpu_family(theirs.get("gpu_name")) or gpu_family(other._hardware_in_entries())
         if mine_gpu and their_gpu and mine_gpu != their_gpu:
             raise BaselineError(f"{other.path} holds {their_gpu} times, {self.path} {mine_gpu} times; not merged")
         ps_mine, ps_theirs = self.data.get("problem_set") or {}, other.data.get("problem_set") or {}
@@ -291,12 +298,19 @@ class BaselineFile:
                         del failures[filename][mode]
                         if not failures[filename]:
                             del failures[filename]
-        for lkey, per_file in (other.data.get("failures") or {}).items():
+        their_failures = other.data.get("failures") or {}
+        if not isinstance(their_failures, dict) or not all(
+                isinstance(per_file, dict) and all(isinstance(per_mode, dict) for per_mode in per_file.values())
+                for per_file in their_failures.values()):
+            raise BaselineError(f"{other.path}: its failures block is malformed; not merged")
+        for lkey, per_file in their_failures.items():
             for filename, per_mode in per_file.items():
                 for mode, error in per_mode.items():
                     if (modes is None or mode in modes) and \
                             filename not in (self._mode_block(mode).get(lkey) or {}):
-                        self.data.setdefault("failures", {}).setdefault(lkey, {}).setdefault(filename, {})[mode] = error
+                        # a failure both files record stays this file's, as a time does
+                        self.data.setdefault("failures", {}).setdefault(lkey, {}).setdefault(filename, {}) \
+                            .setdefault(mode, error)
         failures = self.data.get("failures") or {}
         for lkey in [k for k, v in failures.items() if not v]:
             del failures[lkey]

@@ -9,6 +9,7 @@ multi-gigabyte output.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +44,20 @@ def compare_tensor(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, w
     if n == 0:
         return Comparison(True, max_abs_error=0.0, max_rel_error=0.0)
     cf, rf = c.reshape(-1), r.reshape(-1)
+    shape = tuple(r.shape)
     if not (r.is_floating_point() or r.is_complex()):
-        return _compare_exact(cf, rf, n, tuple(r.shape), where)
+        return _compare_exact(cf, rf, n, shape, where)
+    if r.is_complex():
+        # Real and imaginary parts compared as numbers of their own (a cast to a real type would drop the
+        # imaginary part, and a wrong one would pass); positions are reported with the part as a last index.
+        cf = torch.view_as_real(c.resolve_conj()).reshape(-1)
+        rf = torch.view_as_real(r.resolve_conj()).reshape(-1)
+        n, shape = rf.numel(), (*shape, 2)
     acc = torch.float64 if r.dtype in (torch.float64, torch.complex128) else torch.float32
     tally = _Tally()
     for s in range(0, n, CHUNK):
         tally.add(cf[s:s + CHUNK].to(acc), rf[s:s + CHUNK].to(acc), s, atol, rtol, acc)
-    return tally.comparison(cf, rf, n, tuple(r.shape), atol, rtol, where)
+    return tally.comparison(cf, rf, n, shape, atol, rtol, where)
 
 
 def _kind_mismatch(c: torch.Tensor, r: torch.Tensor, where: str) -> Comparison | None:
@@ -233,20 +241,52 @@ def _weights(start: int, count: int, device: torch.device) -> torch.Tensor:
     return (1 - 2 * (x >> 31)).to(torch.float64)
 
 
+def _hash32(x: int) -> int:
+    """The hash :func:`_weights` applies to each position, for one Python integer."""
+    x &= _M32
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+#: How far a one-sided check of the weighted sum may stray, in standard deviations of honest rounding (below).
+WEIGHTED_Z = 10.0
+
+
+def shape_key(t: torch.Tensor) -> float:
+    """The tensor's shape and dtype as one exactly representable number (a CRC-32), compared for equality."""
+    return float(zlib.crc32(repr((tuple(t.shape), str(t.dtype))).encode()))
+
+
 class Fingerprinter:
-    """Two float64 sums per tensor (plain and +-1 weighted), and the reference's bound on their difference.
+    """Per output tensor: two float64 sums (plain and +-1 weighted) and a key of its shape and dtype; and the
+    reference's bounds on how far an honest output's sums may differ from its own.
 
-    Each sum is a necessary condition of elementwise closeness, so honest outputs never fail it,
-    while a stale or garbage output fails with overwhelming probability. It runs between timed calls
-    on both sides, so it must cost little and leave memory as it found it: the work reuses buffers
-    allocated once (a large temporary between timed calls would move the next call's inputs and
-    outputs to other memory, and memory-bound kernels then time differently from call to call), and
-    a call's results come back to the host in one read, not one per chunk and sum.
+    Each sum is a necessary condition of elementwise closeness, so honest outputs never fail it, while a
+    stale, garbage or approximate output fails with overwhelming probability. It runs between timed calls on
+    both sides, so it must cost little and leave memory as it found it: buffers are made once, at the end of
+    the warm-up (:meth:`prepare`), sized to the outputs (a large temporary between timed calls would move the
+    next call's inputs and outputs, and memory-bound kernels then time differently from call to call), and a
+    call's results come back to the host in one read per device.
 
-    The weights are one value per position (up to a chunk), with no structure a forger could use: with
-    weights of rank r as a matrix of the output's shape, the weighted sum of a matrix product ``A @ B``
-    costs r matrix-vector products, so an output forged to match both sums would be cheap to make; with
-    these (:func:`_weights`) it costs the product itself. The weight pattern repeats every chunk.
+    Forging, and what stands against it (docs/threat-model.md):
+
+    * the weights are one hashed sign per position, of full rank as a matrix of any output's shape: with
+      weights of rank r the weighted sum of ``A @ B`` costs r matrix-vector products;
+    * they repeat every chunk, but chunk k > 0 uses them rotated by a hashed offset: with the same weights in
+      every chunk, the weighted sum of a product of m chunks would cost one chunk's product (of the summed
+      blocks);
+    * the weighted sum's bound is statistical, not the plain sum's worst case: ``WEIGHTED_Z`` standard
+      deviations of a sum of honest errors of random sign, ``sqrt(sum((atol + rtol*|r|)**2))``, which grows as
+      the square root of the size where the worst case grows linearly and let outputs computed at lower
+      precision pass;
+    * the shape key makes a small tensor tuned to match two sums fail.
+
+    What remains cheap to forge is an output whose two sums are cheap to compute exactly without the work, a
+    fixed linear map of the inputs above all (its weighted sum is one dot product with a vector computed once);
+    the elementwise check of the last timed call and the correctness trials stand there.
     """
 
     def __init__(self, chunk: int = CHUNK):
@@ -256,26 +296,34 @@ class Fingerprinter:
 
     def _buffers(self, device: torch.device, elements: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The float64 buffer and the weights, at least ``elements`` long (at most a chunk): sized to the
-        largest output seen, so a problem with small outputs does not hold a chunk's 2 x 128 MB. Outputs
-        keep their sizes from call to call, so they are allocated once, at the first call fingerprinted."""
+        largest output seen, so a problem with small outputs does not hold a chunk's 2 x 128 MB."""
         need = min(self.chunk, elements)
-        if self._buf is None or self._buf.device != device or self._buf.numel() < need:
+        if self._buf is None or self._w is None or self._buf.device != device or self._buf.numel() < need:
             self._buf = self._w = None
-            self._buf = torch.empty(need, dtype=torch.float64, device=device)
-            self._w = _weights(0, need, device)
+            buf = torch.empty(need, dtype=torch.float64, device=device)
+            w = _weights(0, need, device)
+            self._buf, self._w = buf, w
         return self._buf, self._w
+
+    def prepare(self, tensors: list[torch.Tensor]) -> None:
+        """Make the buffers for outputs like these now (at the end of the warm-up), not at the first timed call."""
+        for t in tensors:
+            n = t.numel() * (2 if t.is_complex() else 1)
+            if n:
+                self._buffers(t.device, n)
+
+    def _offset(self, k: int) -> int:
+        return 0 if k == 0 else _hash32(k) % self.chunk
 
     def measure(self, tensors: list[torch.Tensor], tolerance: tuple[float, float] | None = None
                 ) -> tuple[list[float], list[float]]:
-        """(sums, bounds): two sums per tensor, and with ``tolerance`` = (atol, rtol) two bounds per tensor.
-
-        A bound is ``sum(atol + rtol*|r|)`` over the reference's elements, which ``|sum(w*(c-r))|``
-        cannot exceed when every element is within tolerance (0.5 for integer and boolean outputs).
-        """
-        parts: list[torch.Tensor] = []  # per chunk: plain sum, weighted sum[, 1-norm], all on the device
-        plan: list[tuple[int, int, bool]] = []  # per tensor: chunks, elements, whether it has a magnitude
+        """(sums, bounds): three values per tensor (plain sum, weighted sum, shape key) and, with ``tolerance``
+        = (atol, rtol), three bounds per tensor (the key's is 0: equal or not)."""
+        parts: list[torch.Tensor] = []  # per chunk: plain sum, weighted sum[, 1-norm, squares], on the device
+        plan: list[tuple[int, int, bool, float]] = []  # per tensor: chunks, elements, magnitudes?, shape key
         for t in tensors:
-            f = t.reshape(-1)
+            key = shape_key(t)
+            f = t.resolve_conj().reshape(-1)
             if f.is_complex():
                 f = torch.view_as_real(f).reshape(-1)
             with_mag = tolerance is not None and f.is_floating_point()
@@ -283,44 +331,71 @@ class Fingerprinter:
             chunks = 0
             if n:
                 buf, w = self._buffers(f.device, n)
-                for s in range(0, n, self.chunk):
+                for k, s in enumerate(range(0, n, self.chunk)):
                     part = f[s:s + self.chunk]
                     m = part.numel()
                     b = buf[:m]
                     b.copy_(part)
                     parts.append(b.sum())
-                    parts.append(torch.dot(b, w[:m]))
+                    o = self._offset(k)
+                    first = min(m, self.chunk - o)
+                    weighted = torch.dot(b[:first], w[o:o + first])
+                    if m > first:
+                        weighted = weighted + torch.dot(b[first:], w[:m - first])
+                    parts.append(weighted)
                     if with_mag:
                         parts.append(torch.linalg.vector_norm(b, 1))
+                        parts.append(torch.dot(b, b))
                     chunks += 1
-            plan.append((chunks, n, with_mag))
-        values = torch.stack(parts).tolist() if parts else []
+            plan.append((chunks, n, with_mag, key))
+        values = _read_back(parts)
         sums: list[float] = []
         bounds: list[float] = []
         i = 0
-        for chunks, n, with_mag in plan:
-            s0 = s1 = mag = 0.0
+        for chunks, n, with_mag, key in plan:
+            s0 = s1 = mag = squares = 0.0
             for _ in range(chunks):
                 s0 += values[i]
                 s1 += values[i + 1]
                 i += 2
                 if with_mag:
                     mag += values[i]
-                    i += 1
-            sums.extend([s0, s1])
-            if tolerance is not None:
-                atol, rtol = tolerance
-                # float64 rounding of float32 sums is far below the last term
-                bound = atol * n + rtol * mag + 1e-9 * mag if with_mag else 0.5
-                bounds.extend([bound, bound])
+                    squares += values[i + 1]
+                    i += 2
+            sums.extend([s0, s1, key])
+            if tolerance is None:
+                continue
+            if not with_mag:
+                bounds.extend([0.5, 0.5, 0.0])
+                continue
+            atol, rtol = tolerance
+            slack = 1e-9 * mag  # float64 rounding of float32 sums is far below it
+            worst = atol * n + rtol * mag + slack
+            spread = math.sqrt(max(0.0, n * atol * atol + 2 * atol * rtol * mag + rtol * rtol * squares))
+            bounds.extend([worst, min(worst, WEIGHTED_Z * spread + slack), 0.0])
         return sums, bounds
 
     def sums(self, tensors: list[torch.Tensor]) -> list[float]:
         return self.measure(tensors)[0]
 
     def bounds(self, ref_tensors: list[torch.Tensor], atol: float, rtol: float) -> list[float]:
-        """|sum(w*(c-r))| <= sum(atol + rtol*|r|) whenever every element is within tolerance."""
+        """How far a candidate's :meth:`sums` may be from the reference's when every element is within tolerance."""
         return self.measure(ref_tensors, (atol, rtol))[1]
+
+
+def _read_back(parts: list[torch.Tensor]) -> list[float]:
+    """The values of 0-d device tensors, one read per device (outputs on several devices are rare)."""
+    if not parts:
+        return []
+    devices = {p.device for p in parts}
+    if len(devices) == 1:
+        return torch.stack(parts).tolist()
+    values: list[float] = [0.0] * len(parts)
+    for d in devices:
+        idx = [i for i, p in enumerate(parts) if p.device == d]
+        for i, v in zip(idx, torch.stack([parts[i] for i in idx]).tolist()):
+            values[i] = v
+    return values
 
 
 def fingerprint(tensors: list[torch.Tensor]) -> list[float]:

@@ -158,7 +158,8 @@ class CheckShared(Command):
 
 @dataclass(frozen=True)
 class Time(Command):
-    """Time one call per seed (``warmup``: call until settled instead), fingerprinting outputs if asked."""
+    """Time one call per seed (``warmup``: call until settled instead), fingerprinting outputs if asked
+    (with ``warmup``: making the fingerprint's buffers for the outputs once settled)."""
 
     NAME: ClassVar[str] = "time"
     seeds: list[int]

@@ -37,7 +37,7 @@ def time_candidate(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerPro
                                lambda m, t, what: call(cand, m, protocol.TimeReply, t, Stage.TIMING, what)[0]),
     }
     n = warm_up(list(sides.values()), *seed_lists(secret, "warm", "warm-forward", WARMUP_SEEDS), limit,
-                s.launch_cushion_us)
+                s.launch_cushion_us, fingerprint=True)
     rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
                     max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
     r, c = sides["reference"], sides["candidate"]

@@ -52,10 +52,13 @@ def seed_lists(secret: bytes, label: str, fwd_label: str | None, count: int,
 
 
 def warm_up(sides: Sequence[TimedSide], seeds: list[int], fwd_seeds: list[int], limit_s: float,
-            cushion_us: int) -> int:
-    """Warm each side up in turn; returns the calls per block, sized by the slowest side's calls."""
+            cushion_us: int, fingerprint: bool = False) -> int:
+    """Warm each side up in turn; returns the calls per block, sized by the slowest side's calls.
+
+    ``fingerprint``: the timed calls will be fingerprinted, so each side makes its fingerprint buffers at the
+    end of its warm-up rather than at its first timed call."""
     for side in sides:
-        side.warm = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwd_seeds, warmup=True, fingerprint=False,
+        side.warm = side.ask(protocol.Time(seeds=seeds, fwd_seeds=fwd_seeds, warmup=True, fingerprint=fingerprint,
                                            cushion_us=cushion_us), limit_s, f"{side.label} warm-up")
     return block_size(max(s.warm.wall_s / max(1, s.warm.calls) for s in sides))
 
