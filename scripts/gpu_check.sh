@@ -82,6 +82,16 @@
 # into one archive at the end (the device returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+# Every phase name is checked before anything runs: a misspelt one found after ten minutes of device time
+# has cost the device time (session 15). The known names are the case labels below.
+known=" $(sed -n 's/^    \([a-z0-9|-]*\)) .*/\1/p; s/^    \([a-z0-9|-]*\))$/\1/p' "scripts/gpu_check.sh" | tr '|\n' '  ') "
+for phase in "$@"; do
+  if [[ $known != *" $phase "* ]]; then
+    echo "unknown phase $phase; nothing was run. Phases:$known" >&2
+    exit 2
+  fi
+done
+[ -z "${KB_CHECK_PHASES_ONLY:-}" ] || exit 0  # tests/test_gpu_check_phases.py
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
