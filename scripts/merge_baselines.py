@@ -11,21 +11,11 @@ version of a problem, are refused before anything is written. Prints how many ti
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from kernelbench.baselines.writer import BaselineFile
 from kernelbench.errors import BaselineError
-
-
-def _precision(path: str) -> str:
-    """The precision a file says it holds (fp32 if it says none), so fp16 and bf16 files open as themselves."""
-    try:
-        env = json.loads(Path(path).read_text(encoding="utf-8")).get("environment") or {}
-    except (OSError, ValueError, AttributeError):
-        return "fp32"  # BaselineFile.open reports what is wrong with the file
-    return env.get("precision") or "fp32" if isinstance(env, dict) else "fp32"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no such baseline file: {missing[0]}", file=sys.stderr)
         return 2
     try:
-        into = BaselineFile.open(args.into, precision=_precision(args.into))
-        parts = [BaselineFile.open(p, precision=_precision(p)) for p in args.parts]
+        # precision=None: each file opens as what it holds; merge_from refuses two that differ
+        into = BaselineFile.open(args.into, precision=None)
+        parts = [BaselineFile.open(p, precision=None) for p in args.parts]
         counts = [into.merge_from(part, modes=args.modes, save=False) for part in parts]
     except BaselineError as e:
         print(f"error: {e}", file=sys.stderr)

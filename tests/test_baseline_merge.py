@@ -154,3 +154,14 @@ def test_the_script_merges_half_precision_files(tmp_path):
     done = run_script(str(a.path), str(b.path))
     assert done.returncode == 0, done.stderr
     assert "eager: 2 times" in done.stdout
+
+
+def test_a_refused_merge_changes_nothing_even_in_memory(tmp_path):
+    first = write(tmp_path / "a.json", {(1, 1, "eager"): 1.0})
+    part = write(tmp_path / "b.json", {(1, 2, "eager"): 1.0, (1, 3, "eager"): 2.0})
+    data = json.loads(part.path.read_text())
+    data["failures"] = {"level1": ["not", "a", "dict"]}
+    before = json.dumps(first.data, sort_keys=True)
+    with pytest.raises(BaselineError, match="malformed"):
+        first.merge_from(BaselineFile(part.path, data))
+    assert json.dumps(first.data, sort_keys=True) == before

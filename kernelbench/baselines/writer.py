@@ -66,7 +66,7 @@ class BaselineFile:
 
     # -- opening ------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, gpu_name: str | None = None, *, precision: str = "fp32",
+    def open(cls, path: str | Path, gpu_name: str | None = None, *, precision: str | None = "fp32",
              restart: bool = False, force: bool = False, restart_flag: str = "--restart",
              force_flag: str | None = "--force") -> BaselineFile:
         """Open ``path`` to extend it, checking it holds times comparable with what will be measured.
@@ -95,7 +95,7 @@ class BaselineFile:
             log.warning("%s %s (mixing anyway: forced)", path, p)
         return f
 
-    def _compatibility_problems(self, gpu_name: str | None, precision: str) -> list[str]:
+    def _compatibility_problems(self, gpu_name: str | None, precision: str | None) -> list[str]:
         out = []
         env = self.environment
         has_entries = self.count() > 0
@@ -107,7 +107,7 @@ class BaselineFile:
             what = f"timing protocol {protocol!r}" if protocol else "no timing protocol (not measured by kernelbench)"
             out.append(f"was measured with {what}, not {TIMING_PROTOCOL_VERSION!r}: the times would not be comparable")
         file_precision = env.get("precision")
-        if has_entries and file_precision and file_precision != precision:
+        if has_entries and precision and file_precision and file_precision != precision:
             out.append(f"holds {file_precision} times; measuring {precision} into it would mix precisions")
         return out
 
@@ -230,15 +230,18 @@ class BaselineFile:
             self.save()
 
     def _clear_failure(self, problem: Problem, mode: str) -> None:
+        self._clear_failure_at(level_key(problem.level), problem.filename, mode)
+
+    def _clear_failure_at(self, lkey: str, filename: str, mode: str) -> None:
         failures = self.data.get("failures") or {}
-        level = failures.get(level_key(problem.level)) or {}
-        per_file = level.get(problem.filename) or {}
+        level = failures.get(lkey) or {}
+        per_file = level.get(filename) or {}
         if mode in per_file:
             del per_file[mode]
             if not per_file:
-                del level[problem.filename]
+                del level[filename]
             if not level:
-                del failures[level_key(problem.level)]
+                del failures[lkey]
             if not failures:
                 del self.data["failures"]
 
@@ -275,7 +278,8 @@ class BaselineFile:
             clash = [ref for ref, h in (ps_theirs.get("hashes") or {}).items() if ref in hashes and hashes[ref] != h]
             if clash:
                 raise BaselineError(f"{other.path} and {self.path} hold different versions of {clash[0]}; not merged")
-        added = 0
+        # Everything is checked before anything changes, so a refused merge leaves this file as it was.
+        times: list[tuple[str, str, str, dict]] = []  # mode, level key, file name, entry
         for mode in [EAGER, *(other.data.get("modes") or {})]:
             if modes is not None and mode not in modes:
                 continue
@@ -288,21 +292,19 @@ class BaselineFile:
                     except ValidationError as e:
                         raise BaselineError(f"{other.path}: {lkey}/{filename} ({mode}) is not a valid entry: "
                                             f"{one_line(str(e))}") from None
-                    block = self._mode_block(mode, create=True).setdefault(lkey, {})
-                    if filename in block:
-                        continue
-                    block[filename] = raw
-                    added += 1
-                    failures = (self.data.get("failures") or {}).get(lkey) or {}
-                    if mode in failures.get(filename, {}):
-                        del failures[filename][mode]
-                        if not failures[filename]:
-                            del failures[filename]
+                    times.append((mode, lkey, filename, raw))
         their_failures = other.data.get("failures") or {}
         if not isinstance(their_failures, dict) or not all(
                 isinstance(per_file, dict) and all(isinstance(per_mode, dict) for per_mode in per_file.values())
                 for per_file in their_failures.values()):
             raise BaselineError(f"{other.path}: its failures block is malformed; not merged")
+        added = 0
+        for mode, lkey, filename, raw in times:
+            block = self._mode_block(mode, create=True).setdefault(lkey, {})
+            if filename not in block:  # a time both files hold stays this file's
+                block[filename] = raw
+                added += 1
+                self._clear_failure_at(lkey, filename, mode)
         for lkey, per_file in their_failures.items():
             for filename, per_mode in per_file.items():
                 for mode, error in per_mode.items():
@@ -311,20 +313,14 @@ class BaselineFile:
                         # a failure both files record stays this file's, as a time does
                         self.data.setdefault("failures", {}).setdefault(lkey, {}).setdefault(filename, {}) \
                             .setdefault(mode, error)
-        failures = self.data.get("failures") or {}
-        for lkey in [k for k, v in failures.items() if not v]:
-            del failures[lkey]
-        if "failures" in self.data and not failures:
-            del self.data["failures"]
         if ps_theirs:
             block = self.data.setdefault("problem_set", {k: v for k, v in ps_theirs.items() if k != "hashes"})
             block.setdefault("hashes", {}).update(ps_theirs.get("hashes") or {})
         if theirs:
-            old_date = env.get("date")
-            self._merge_environment({**theirs}, theirs.get("precision"))
-            newest = max(d for d in (old_date, theirs.get("date")) if d) if (old_date or theirs.get("date")) else None
-            if newest:
-                self.data["environment"]["date"] = newest
+            dates = [d for d in (env.get("date"), theirs.get("date")) if d]
+            self._merge_environment(theirs, theirs.get("precision"))
+            if dates:  # the newest measurement's date, not the day of the merge
+                self.data["environment"]["date"] = max(dates)
         if save:
             self.save()
         return added

@@ -93,11 +93,16 @@ class TimingCommands:
         return protocol.TimeReply(times_ms=times, drained_ms=drained, wall_s=wall, calls=calls, fingerprints=fps,
                                   bounds=bounds, threads_started=_active_count() - self.threads_before), []
 
+    def _fingerprinted(self, out) -> list:
+        """The output's plain tensors, the ones a timed call's fingerprint covers (no reference to ``out`` kept)."""
+        torch = self.torch
+        _, leaves = self.transport.flatten(out)
+        return [t for t in leaves if type(t) is torch.Tensor]
+
     def _timed_calls(self, seeds: list[int], fwd_seeds: list[int], warmup: bool,
                      want_fp: bool) -> tuple[list, list, list, list, int, float]:
         """One call per seed (warm-up: until settled); per call its event and drained times, and with
         ``want_fp`` its outputs' fingerprints and bounds. The last call's inputs and outputs are kept."""
-        torch = self.torch
         # Both roles compute the bounds (only the reference's are used): the work between two timed
         # calls must be the same on both sides, or the GPU arrives at each timed call in a different
         # state (on the H100 short memory-bound problems timed up to 9% apart with identical code).
@@ -134,21 +139,18 @@ class TimingCommands:
             if warmup:
                 if warmup_settled(times, _perf_counter() - t_start):
                     if want_fp:  # the timed blocks will fingerprint: make its buffers now, not in the first block
-                        _, leaves = self.transport.flatten(out)
-                        self.fingerprinter.prepare([t for t in leaves if type(t) is torch.Tensor])
-                        del leaves
+                        self.fingerprinter.prepare(self._fingerprinted(out))
                     break
                 continue
             if want_fp:
-                _, leaves = self.transport.flatten(out)
-                plain = [t for t in leaves if type(t) is torch.Tensor]
+                plain = self._fingerprinted(out)
                 sums, bnds = self.fingerprinter.measure(plain, (self.atol, self.rtol) if want_bounds else None)
                 fps.append(sums)
                 if want_bounds:
                     bounds.append(bnds)
                 # Nothing may keep this call's output alive into the next timed call: its replacement
                 # would need a new block, allocated inside the timed region.
-                del leaves, plain
+                del plain
             if i >= len(seeds):
                 break
         wall = _perf_counter() - t_start
