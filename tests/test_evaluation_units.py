@@ -152,7 +152,7 @@ def test_fingerprints_in_small_chunks_reuse_buffers_and_still_discriminate():
     assert fp._buf is buf, "no new allocation between calls"
     assert compare.fingerprints_match(ok, fp.sums([r]), bounds)
     assert not compare.fingerprints_match(fp.sums([torch.randn(1000)]), fp.sums([r]), bounds)
-    assert fp.sums([torch.zeros(0)]) == [0.0, 0.0, compare.shape_key(torch.zeros(0))]
+    assert fp.sums([torch.zeros(0)]) == [0.0, 0.0, compare.size_key(torch.zeros(0))]
 
 
 def test_a_cpu_tensor_stays_on_the_cpu_when_decoded():

@@ -53,7 +53,7 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
     sums, bounds = fp.measure([t], (1e-3, 1e-2))
     s0, s1, mag, sq = direct(t, 256)
     assert sums[:2] == pytest.approx([s0, s1], rel=1e-12, abs=1e-9)
-    assert sums[2] == compare.shape_key(t)
+    assert sums[2] == compare.size_key(t)
     if t.is_floating_point() or t.is_complex():
         n = t.numel() * (2 if t.is_complex() else 1)
         worst = 1e-3 * n + 1e-2 * mag + 1e-9 * mag
@@ -210,8 +210,8 @@ def test_empty_several_and_conjugated_outputs():
     a, b = torch.arange(10.0), torch.full((3,), 2.0)
     sums, bounds = fp.measure([a, torch.zeros(0), b], (0.0, 0.5))
     assert sums[0] == 45.0 and sums[3:5] == [0.0, 0.0] and sums[6] == 6.0
-    assert [sums[2], sums[5], sums[8]] == [compare.shape_key(a), compare.shape_key(torch.zeros(0)),
-                                           compare.shape_key(b)]
+    assert [sums[2], sums[5], sums[8]] == [compare.size_key(a), compare.size_key(torch.zeros(0)),
+                                           compare.size_key(b)]
     assert bounds[0] == pytest.approx(22.5) and bounds[3:6] == [0.0, 0.0, 0.0] and bounds[6] == pytest.approx(3.0)
     assert fp.measure([]) == ([], [])
     z = torch.complex(torch.randn(20), torch.randn(20))
@@ -252,3 +252,29 @@ def test_a_complex_output_with_a_wrong_imaginary_part_fails_the_elementwise_chec
     res = compare.compare_tensor(wrong, r, 1e-5, 1e-5)
     assert not res.ok and "output" in res.reason
     assert compare.compare_tensor(r.conj(), r.conj().resolve_conj(), 1e-5, 1e-5).ok
+
+
+def test_the_size_key_is_exact_in_size_and_dtype():
+    keys = {compare.size_key(torch.zeros(shape, dtype=dt))
+            for shape in [(6,), (2, 3), (7,), (1 << 40 >> 20,)] for dt in (torch.float32, torch.float16, torch.int64)}
+    assert len(keys) == 9, "(6,) and (2, 3) share a key: a reshape gains nothing; other sizes and dtypes do not"
+    assert compare.size_key(torch.zeros(1 << 20)) == float((1 << 20) * 64)
+
+
+@pytest.mark.parametrize("owner, name", [("torch.Tensor", "tolist"), ("torch", "dot"), ("torch.Tensor", "dtype"),
+                                         ("torch.linalg", "vector_norm")])
+def test_replacing_what_the_fingerprint_calls_is_caught_by_the_patch_detector(owner, name):
+    from kernelbench.evaluation.guards import runtime as rt
+
+    target = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.linalg": torch.linalg}[owner]
+    before = rt.PatchSnapshot.take()
+    original = target.__dict__[name] if name in target.__dict__ else None
+    setattr(target, name, property(lambda self: None) if name == "dtype" else (lambda *a, **k: [0.0]))
+    try:
+        assert f"{owner}.{name}" in before.changes(rt.PatchSnapshot.take())
+    finally:
+        if original is None:
+            delattr(target, name)
+        else:
+            setattr(target, name, original)
+    assert before.changes(rt.PatchSnapshot.take()) == []

@@ -25,7 +25,7 @@ def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
     offsets = torch.tensor([0] + [compare._hash32(i) % compare.CHUNK for i in range(1, 3)], device="cuda")
     w = compare._weights(0, compare.CHUNK, t.device)[(pos % compare.CHUNK + offsets[k]) % compare.CHUNK]
     assert sums[:2] == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
-    assert sums[2] == compare.shape_key(t)
+    assert sums[2] == compare.size_key(t)
     mag = float(x.abs().sum())
     assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7)
     assert bounds[1] < bounds[0] / 100, "the weighted sum's bound grows as the square root of the size"

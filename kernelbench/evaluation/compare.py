@@ -9,7 +9,6 @@ multi-gigabyte output.
 from __future__ import annotations
 
 import math
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,13 +254,25 @@ def _hash32(x: int) -> int:
 WEIGHTED_Z = 10.0
 
 
-def shape_key(t: torch.Tensor) -> float:
-    """The tensor's shape and dtype as one exactly representable number (a CRC-32), compared for equality."""
-    return float(zlib.crc32(repr((tuple(t.shape), str(t.dtype))).encode()))
+#: dtype codes for :func:`size_key` (any other dtype is 63; outputs of those still need the reference's dtype to pass
+#: the correctness trials).
+_DTYPES = tuple(d for d in (getattr(torch, n, None) for n in (
+    "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "int8", "int16", "int32", "int64", "uint8",
+    "bool", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d)
+
+
+def size_key(t: torch.Tensor) -> float:
+    """The tensor's element count and dtype as one exact number (``numel * 64 + dtype code``), compared for
+    equality: a tensor of another size cannot match, however its two sums were tuned, nor one of a cheaper
+    dtype. Exact, not a hash (a hash's collisions can be searched for offline), and computed with integer
+    arithmetic only, nothing a candidate could replace in its process unnoticed but the watched
+    ``Tensor.numel`` and ``Tensor.dtype``."""
+    code = _DTYPES.index(t.dtype) if t.dtype in _DTYPES else 63
+    return float(t.numel() * 64 + code)
 
 
 class Fingerprinter:
-    """Per output tensor: two float64 sums (plain and +-1 weighted) and a key of its shape and dtype; and the
+    """Per output tensor: two float64 sums (plain and +-1 weighted) and a key of its size and dtype; and the
     reference's bounds on how far an honest output's sums may differ from its own.
 
     Each sum is a necessary condition of elementwise closeness, so honest outputs never fail it, while a
@@ -282,7 +293,7 @@ class Fingerprinter:
       deviations of a sum of honest errors of random sign, ``sqrt(sum((atol + rtol*|r|)**2))``, which grows as
       the square root of the size where the worst case grows linearly and let outputs computed at lower
       precision pass;
-    * the shape key makes a small tensor tuned to match two sums fail.
+    * the key of its size and dtype makes a small tensor tuned to match two sums fail.
 
     What remains cheap to forge is an output whose two sums are cheap to compute exactly without the work, a
     fixed linear map of the inputs above all (its weighted sum is one dot product with a vector computed once);
@@ -317,12 +328,12 @@ class Fingerprinter:
 
     def measure(self, tensors: list[torch.Tensor], tolerance: tuple[float, float] | None = None
                 ) -> tuple[list[float], list[float]]:
-        """(sums, bounds): three values per tensor (plain sum, weighted sum, shape key) and, with ``tolerance``
+        """(sums, bounds): three values per tensor (plain sum, weighted sum, size-and-dtype key) and, with ``tolerance``
         = (atol, rtol), three bounds per tensor (the key's is 0: equal or not)."""
         parts: list[torch.Tensor] = []  # per chunk: plain sum, weighted sum[, 1-norm, squares], on the device
         plan: list[tuple[int, int, bool, float]] = []  # per tensor: chunks, elements, magnitudes?, shape key
         for t in tensors:
-            key = shape_key(t)
+            key = size_key(t)
             f = t.resolve_conj().reshape(-1)
             if f.is_complex():
                 f = torch.view_as_real(f).reshape(-1)
