@@ -59,7 +59,8 @@
 #                 eager repeat, resuming (KB_BASELINE_MODES, default eager; KB_BASELINE_DEADLINE, default 480;
 #                 KB_NO_SOL=1 skips the speed-of-light column; KB_NO_REPEAT=1 the second eager run;
 #                 KB_BASELINE_OUT=NAME writes baselines/kernelbench/NAME.json instead, e.g. one file per GPU of a
-#                 host measuring disjoint KB_LEVELS, joined after with scripts/merge_baselines.py). Call it
+#                 host measuring disjoint KB_LEVELS or KB_PROBLEM_IDS (e.g. 1-50), joined after with
+#                 scripts/merge_baselines.py; KB_COMPILE_JOBS sets the compile warm-up's workers). Call it
 #                 again until the summary says the file is complete; docs/baselines.md lists what remains and the
 #                 command for each mode (e.g. KB_BASELINE_MODES=compile-default KB_NO_SOL=1 on the H100)
 #   builds        scripts/bench_cuda_builds.py (warm cache, 16 builds in parallel)
@@ -253,7 +254,8 @@ for phase in "${phases[@]}"; do
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} \
         --out "baselines/kernelbench/${KB_BASELINE_OUT:-$gpu}.json" --json "$OUT/bench_official_baselines.json" \
         --modes ${KB_BASELINE_MODES:-eager} --deadline "${KB_BASELINE_DEADLINE:-480}" --compile-timeout 240 \
-        ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"} ${KB_NO_SOL:+--no-sol} ${KB_NO_REPEAT:+--no-repeat}
+        ${KB_BASELINE_SPARES:+--spares "$KB_BASELINE_SPARES"} ${KB_NO_SOL:+--no-sol} ${KB_NO_REPEAT:+--no-repeat} \
+        ${KB_PROBLEM_IDS:+--problem-id "$KB_PROBLEM_IDS"} ${KB_COMPILE_JOBS:+--compile-jobs "$KB_COMPILE_JOBS"}
       cp baselines/kernelbench/"${KB_BASELINE_OUT:-$gpu}"*.json "$OUT/" 2>/dev/null ;;
     basetests) run basetests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_baselines_gpu.py ;;
     rates) run rates python3 scripts/measure_rates.py

@@ -55,7 +55,7 @@ COMPLETE, PARTIAL = "complete", "partial"
 #: Not yet measured (docs/baselines.md): H100 compile-default, compile-max-autotune, compile-cudagraphs; H200
 #: eager and compile-default.
 OFFICIAL_FILES = {
-    "H100.json": ("H100", {"eager": COMPLETE}),
+    "H100.json": ("H100", {"eager": COMPLETE, "compile-default": COMPLETE}),
     "H100.eager-repeat.json": ("H100", {"eager": COMPLETE}),
     "H200.json": ("H200", {"eager": COMPLETE, "compile-default": COMPLETE}),
 }
@@ -183,41 +183,46 @@ def _geomean(baseline, names: tuple[str, ...]) -> float:
     return math.prod(speedups) ** (1 / len(speedups))
 
 
-def _analyze(capsys, run_dir: Path, baselines_dir: Path, out: Path) -> tuple[str, dict]:
+def _analyze(capsys, run_dir: Path, baselines_dir: Path, out: Path, mode: str = EAGER) -> tuple[str, dict]:
     rc = main(["analyze", "--run-dir", str(run_dir), "--gpu", "H100", "--baselines-dir", str(baselines_dir),
-               "--json", str(out)])
+               "--mode", mode, "--json", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     return captured.out, json.loads(out.read_text())
 
 
+@pytest.mark.parametrize("mode", [EAGER, "compile-default"])
 def test_analyze_gpu_scores_an_official_run_against_the_official_file_not_the_builtin_one(tmp_path, pin_official,
-                                                                                        capsys):
+                                                                                        capsys, mode):
     """Runs in CI: three small problems carry official names, pinned as the official set by a stand-in
     manifest; the baselines folder holds the committed official times for those names (recorded against
-    the stand-in's hashes) in kernelbench/H100.json, beside a copy of the committed built-in H100.json."""
+    the stand-in's hashes, both modes) in kernelbench/H100.json, beside a copy of the committed built-in
+    H100.json. Each mode scores against its own times, which differ from the other mode's."""
     folder = tmp_path / "KernelBench"
     (folder / "level1").mkdir(parents=True)
     for name, expr in zip(OFFICIAL_NAMES, ("torch.relu(x)", "torch.sigmoid(x)", "torch.tanh(x)")):
         (folder / "level1" / f"{name}.py").write_text(problem_source(expr))
     pin_official(folder, KERNELBENCH_REVISION)  # a stand-in for the official set, at its pinned revision
 
-    committed = load_baseline(OFFICIAL_DIR / "H100.json")
+    committed = {m: load_baseline(OFFICIAL_DIR / "H100.json", mode=m) for m in (EAGER, "compile-default")}
     problems = load_directory(folder)
     bdir = tmp_path / "baselines"
     official = BaselineFile.open(bdir / "kernelbench" / "H100.json", H100)
-    for p in problems:
-        entry = BaselineEntry.model_validate(committed.levels[1][p.filename].model_dump())
-        entry._environment = gpu_environment(H100, driver="580.159.04")
-        official.put(p, EAGER, entry, precision="fp32")
+    for m, times in committed.items():
+        for p in problems:
+            entry = BaselineEntry.model_validate(times.levels[1][p.filename].model_dump())
+            entry._environment = gpu_environment(H100, driver="580.159.04")
+            official.put(p, m, entry, precision="fp32")
     (bdir / "H100.json").write_text((BUILTIN_DIR / "H100.json").read_text())  # the built-in one, beside it
 
     run_dir = _official_run(tmp_path, folder, OFFICIAL_NAMES)
-    stdout, scores = _analyze(capsys, run_dir, bdir, tmp_path / "scores.json")
-    assert f"baseline {bdir / 'kernelbench' / 'H100.json'} (eager)" in stdout
+    stdout, scores = _analyze(capsys, run_dir, bdir, tmp_path / "scores.json", mode)
+    assert f"baseline {bdir / 'kernelbench' / 'H100.json'} ({mode})" in stdout
     assert scores["baseline"] == str(bdir / "kernelbench" / "H100.json")
     assert scores["problem_set"]["name"] == KERNELBENCH
-    assert scores["levels"]["1"]["geomean_speedup"] == pytest.approx(_geomean(committed, OFFICIAL_NAMES), rel=1e-9)
+    expected = {m: _geomean(times, OFFICIAL_NAMES) for m, times in committed.items()}
+    assert expected[EAGER] != pytest.approx(expected["compile-default"], rel=1e-6)
+    assert scores["levels"]["1"]["geomean_speedup"] == pytest.approx(expected[mode], rel=1e-9)
 
 
 def _official_checkout() -> Path | None:
@@ -230,15 +235,16 @@ def _official_checkout() -> Path | None:
 
 @pytest.mark.skipif(_official_checkout() is None,
                     reason="needs KernelBench's problems at the pinned revision (KB_OFFICIAL or kb_official/KernelBench)")
-def test_analyze_gpu_scores_an_official_run_against_the_committed_file_itself(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("mode", [EAGER, "compile-default"])
+def test_analyze_gpu_scores_an_official_run_against_the_committed_file_itself(tmp_path, monkeypatch, capsys, mode):
     """With the real official problems: the committed baselines folder, unchanged, scores the run."""
     monkeypatch.delenv(MANIFEST_ENV, raising=False)
     names = ("1_Square_matrix_multiplication_", "19_ReLU", "97_ScaledDotProductAttention")
     run_dir = _official_run(tmp_path, _official_checkout(), names)
-    stdout, scores = _analyze(capsys, run_dir, BASELINES, tmp_path / "scores.json")
-    assert f"baseline {OFFICIAL_DIR / 'H100.json'} (eager)" in stdout
+    stdout, scores = _analyze(capsys, run_dir, BASELINES, tmp_path / "scores.json", mode)
+    assert f"baseline {OFFICIAL_DIR / 'H100.json'} ({mode})" in stdout
     assert scores["problem_set"]["name"] == KERNELBENCH and scores["problem_set"]["revision"] == KERNELBENCH_REVISION
-    committed = load_baseline(OFFICIAL_DIR / "H100.json")
+    committed = load_baseline(OFFICIAL_DIR / "H100.json", mode=mode)
     level = scores["levels"]["1"]
     assert level["n_problems"] == 100 and level["n_correct"] == len(names)
     assert level["geomean_speedup"] == pytest.approx(_geomean(committed, names), rel=1e-9)
