@@ -16,19 +16,28 @@ from kernelbench.evaluation import compare
 CPU = torch.device("cpu")
 
 
-def direct(t: torch.Tensor, chunk: int) -> tuple[float, float, float, float]:
-    """The sums written out element by element: plain; weighted by the position's sign within its chunk, the
-    pattern rotated by the chunk's offset; |x|; x**2."""
+def written_out_weights(n: int, chunk: int, key: int = 0) -> torch.Tensor:
+    """Each position's weight, written out: the product of two sign patterns over a period of min(chunk, n)
+    positions (hashes of positions 0.. and 2**31..), the first rotated by the chunk's offset and the call's first
+    rotation, the second by the call's second rotation."""
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    period = min(chunk, n)
+    a, c = compare.call_rotations(key, period)
+    first, second = compare._weights(0, period, CPU), compare._weights(1 << 31, period, CPU)
+    pos = torch.arange(n)
+    k = pos // chunk
+    offset = torch.tensor([0 if i == 0 else compare._hash32(i) % chunk for i in range(int(k.max()) + 1)])[k]
+    return first[(pos % chunk + offset + a) % period] * second[(pos % chunk + c) % period]
+
+
+def direct(t: torch.Tensor, chunk: int, key: int = 0) -> tuple[float, float, float, float]:
+    """The sums written out element by element: plain; weighted (:func:`written_out_weights`); |x|; x**2."""
     f = t.resolve_conj().reshape(-1)
     if f.is_complex():
         f = torch.view_as_real(f).reshape(-1)
     x = f.to(torch.float64)
-    pattern = compare._weights(0, chunk, CPU)
-    pos = torch.arange(x.numel())
-    k = pos // chunk
-    offset = torch.tensor([0 if i == 0 else compare._hash32(i) % chunk for i in range(int(k.max()) + 1)])[k] \
-        if x.numel() else pos
-    w = pattern[(pos % chunk + offset) % chunk] if x.numel() else x
+    w = written_out_weights(x.numel(), chunk, key)
     return float(x.sum()), float((w * x).sum()), float(x.abs().sum()), float((x * x).sum())
 
 
@@ -53,6 +62,8 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
     sums, bounds = fp.measure([t], (1e-3, 1e-2))
     s0, s1, mag, sq = direct(t, 256)
     assert sums[:2] == pytest.approx([s0, s1], rel=1e-12, abs=1e-9)
+    for key in (1, 2**40 + 3, 987654321):
+        assert fp.measure([t], key=key)[0][:2] == pytest.approx(list(direct(t, 256, key)[:2]), rel=1e-12, abs=1e-9)
     assert sums[2] == compare.size_key(t)
     if t.is_floating_point() or t.is_complex():
         n = t.numel() * (2 if t.is_complex() else 1)
@@ -73,13 +84,13 @@ def direct_values(t: torch.Tensor) -> list[float]:
     return f.to(torch.float64).tolist()
 
 
-def effective_weights(fp: compare.Fingerprinter, n: int) -> torch.Tensor:
+def effective_weights(fp: compare.Fingerprinter, n: int, key: int = 0) -> torch.Tensor:
     """The weight the fingerprint gives each position, read back through its weighted sum of unit vectors."""
     out = []
     for k in range(n):
         e = torch.zeros(n, dtype=torch.float64)
         e[k] = 1.0
-        out.append(fp.sums([e])[1])
+        out.append(fp.measure([e], key=key)[0][1])
     return torch.tensor(out)
 
 
@@ -133,12 +144,12 @@ def test_a_small_tensor_tuned_to_two_sums_fails_on_its_shape():
     r = torch.randn(1000)
     fp = compare.Fingerprinter(chunk=256)
     ref, bounds = fp.measure([r], (1e-4, 1e-4))
-    w = compare._weights(0, 64, CPU).tolist()
+    w = written_out_weights(64, 256).tolist()  # a 64-element tensor's weights (key 0, as measured here)
     j = next(i for i in range(1, 64) if w[i] != w[0])
     # a*w[0] + b*w[j] = s1 and a + b = s0: two numbers reproduce both sums of any output
     s0, s1 = ref[0], ref[1]
     b = (s1 - w[0] * s0) / (w[j] - w[0])
-    forged = torch.zeros(j + 1)
+    forged = torch.zeros(64)
     forged[0], forged[j] = s0 - b, b
     cand = fp.sums([forged])
     assert cand[:2] == pytest.approx(ref[:2], abs=1e-3)
@@ -262,7 +273,7 @@ def test_the_size_key_is_exact_in_size_and_dtype():
 
 
 @pytest.mark.parametrize("owner, name", [("torch.Tensor", "tolist"), ("torch", "dot"), ("torch.Tensor", "dtype"),
-                                         ("torch.linalg", "vector_norm")])
+                                         ("torch.linalg", "vector_norm"), ("torch", "mul"), ("torch.Tensor", "sum")])
 def test_replacing_what_the_fingerprint_calls_is_caught_by_the_patch_detector(owner, name):
     from kernelbench.evaluation.guards import runtime as rt
 
@@ -278,3 +289,80 @@ def test_replacing_what_the_fingerprint_calls_is_caught_by_the_patch_detector(ow
         else:
             setattr(target, name, original)
     assert before.changes(rt.PatchSnapshot.take()) == []
+
+
+# ------------------------------------------------------------------ weights that change from call to call
+def test_each_call_weighs_the_positions_differently_and_every_call_s_weights_have_full_rank():
+    fp = compare.Fingerprinter(chunk=4096)
+    ws = {key: effective_weights(fp, 4096, key) for key in (0, 1, 2**33 + 5)}
+    for key, w in ws.items():
+        assert torch.equal(w, written_out_weights(4096, 4096, key))
+        assert set(w.tolist()) == {1.0, -1.0}
+        assert int(torch.linalg.matrix_rank(w.view(64, 64))) == 64
+    for a, b in ((0, 1), (0, 2**33 + 5), (1, 2**33 + 5)):
+        differ = int((ws[a] != ws[b]).sum())
+        assert 1700 < differ < 2400, f"keys {a} and {b}: about half the signs differ, not {differ}"
+
+
+def _conv_sums_forger(conv: torch.nn.Conv2d, x_shape: tuple[int, ...], key: int
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a forger computes once, before any timed call: the output's weights for ``key`` and, by one backward
+    pass each, the vectors whose dot products with an input give the output's plain and weighted sums."""
+    out_shape = conv(torch.zeros(x_shape, dtype=torch.float64)).shape
+    w = written_out_weights(math.prod(out_shape), 1 << 24, key).view(out_shape)
+    x = torch.zeros(x_shape, dtype=torch.float64, requires_grad=True)
+    plain = torch.autograd.grad(conv(x).sum(), x)[0]
+    weighted = torch.autograd.grad((conv(x) * w).sum(), x)[0]
+    return w, plain, weighted
+
+
+def test_a_fixed_linear_map_forged_from_a_vector_computed_once_fails_the_next_call():
+    """A convolution with fixed weights is a linear map of its input. With the same fingerprint weights in every
+    call, one backward pass gives a vector whose dot product with each call's input is the output's weighted sum:
+    an output of zeros with two numbers set then matches both sums for the cost of reading the input. Each call
+    now weighs differently, so the vector is only good for the call it was computed for."""
+    torch.manual_seed(11)
+    conv = torch.nn.Conv2d(3, 8, 3, bias=False).double()
+    x_shape = (2, 3, 12, 12)
+    first_key = 1234
+    _, plain_v, weighted_v = _conv_sums_forger(conv, x_shape, first_key)
+    fp = compare.Fingerprinter()
+    caught = []
+    for key in (first_key, 99, 100, 2**35 + 1):
+        x = torch.randn(x_shape, dtype=torch.float64)
+        with torch.no_grad():
+            honest = conv(x)
+        ref, bounds = fp.measure([honest], (1e-4, 1e-4), key=key)
+        assert compare.fingerprints_match(fp.measure([honest], key=key)[0], ref, bounds)
+        # the forgery: two dot products with the input, then two numbers placed where this call's weights differ
+        s0, s1 = float((plain_v * x).sum()), float((weighted_v * x).sum())
+        w = written_out_weights(honest.numel(), 1 << 24, key)
+        j = next(i for i in range(1, w.numel()) if w[i] != w[0])
+        b = (s1 - float(w[0]) * s0) / float(w[j] - w[0])
+        forged = torch.zeros_like(honest).reshape(-1)
+        forged[0], forged[j] = s0 - b, b
+        caught.append(not compare.fingerprints_match(fp.measure([forged.view_as(honest)], key=key)[0], ref, bounds))
+    assert caught == [False, True, True, True], "forged for its own call's weights it passes; for no other call"
+
+
+def test_a_worker_weighs_each_timed_call_by_its_input_seed():
+    """Both sides of a timed call are given the same seeds: the worker must fingerprint a call with its seed's
+    weights (the reference's and the candidate's then agree call by call, and differ from call to call)."""
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.seeds import INIT_SEED
+    from kernelbench.evaluation.worker.process import Worker
+    from kernelbench.problems import load_problems
+    from kernelbench.problems.model import at_reduced_sizes
+
+    (problem,) = at_reduced_sizes(load_problems("builtin", levels=[1]).select(levels=[1], ids=[8]))
+    w = Worker("reference", "cpu")
+    w.cmd_init(protocol.Init(), [])
+    w.cmd_setup(protocol.Setup(code=problem.code, precision="fp32", atol=1e-2, rtol=1e-2, init_seed=INIT_SEED,
+                               probe_seed=None, ieee_fp32=True, compile_mode=None), [])
+    w.cmd_time(protocol.Time(seeds=[1, 2], fwd_seeds=[3, 4], warmup=True, fingerprint=True, cushion_us=0), [])
+    reply, _ = w.cmd_time(protocol.Time(seeds=[5, 7_000_000_001], fwd_seeds=[8, 9], warmup=False, fingerprint=True,
+                                        cushion_us=0), [])
+    outputs = w._fingerprinted(w.last[1])  # the block's last call: seed 7_000_000_001
+    fp = compare.Fingerprinter()
+    assert reply.fingerprints[1] == pytest.approx(fp.measure(outputs, key=7_000_000_001)[0], rel=1e-12)
+    assert reply.fingerprints[1][1] != pytest.approx(fp.measure(outputs, key=5)[0][1], rel=1e-6)

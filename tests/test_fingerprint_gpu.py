@@ -23,8 +23,13 @@ def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
     pos = torch.arange(x.numel(), device="cuda")
     k = pos // compare.CHUNK
     offsets = torch.tensor([0] + [compare._hash32(i) % compare.CHUNK for i in range(1, 3)], device="cuda")
-    w = compare._weights(0, compare.CHUNK, t.device)[(pos % compare.CHUNK + offsets[k]) % compare.CHUNK]
-    assert sums[:2] == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
+    first, second = compare._weights(0, compare.CHUNK, t.device), compare._weights(1 << 31, compare.CHUNK, t.device)
+    for key in (0, 424242):
+        a, c = compare.call_rotations(key, compare.CHUNK)
+        w = first[(pos % compare.CHUNK + offsets[k] + a) % compare.CHUNK] * second[(pos % compare.CHUNK + c) % compare.CHUNK]
+        got = fp.measure([t], key=key)[0]
+        assert got[:2] == pytest.approx([float(x.sum()), float((w * x).sum())], rel=1e-9, abs=1e-6)
+        del w
     assert sums[2] == compare.size_key(t)
     mag = float(x.abs().sum())
     assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7)

@@ -250,6 +250,28 @@ def _hash32(x: int) -> int:
     return x ^ (x >> 16)
 
 
+#: Where the second sign pattern's positions start: past any chunk, so its signs are hashes of other positions than
+#: the first pattern's (two independent-looking patterns from one hash).
+_SECOND_PATTERN = 1 << 31
+
+
+def call_rotations(key: int, period: int) -> tuple[int, int]:
+    """How far a timed call rotates the two sign patterns over an output of ``period`` positions, from the call's
+    key (its input seed, which both sides are given): the same on both sides, different from call to call."""
+    k = int(key) & 0xFFFFFFFFFFFFFFFF
+    k32 = (k ^ (k >> 32)) & _M32
+    return _hash32(k32 ^ 0x9E3779B9) % period, _hash32(k32 ^ 0x7F4A7C15) % period
+
+
+def _rotated(m: int, rotation: int, period: int) -> list[tuple[int, int, int]]:
+    """Positions [0, m) of a pattern of ``period`` rotated by ``rotation``: (from, to, pattern start) per piece."""
+    first = min(m, period - rotation)
+    pieces = [(0, first, rotation)]
+    if m > first:
+        pieces.append((first, m, 0))
+    return pieces
+
+
 #: How far a one-sided check of the weighted sum may stray, in standard deviations of honest rounding (below).
 WEIGHTED_Z = 10.0
 
@@ -284,37 +306,47 @@ class Fingerprinter:
 
     Forging, and what stands against it (docs/threat-model.md):
 
-    * the weights are one hashed sign per position, of full rank as a matrix of any output's shape: with
-      weights of rank r the weighted sum of ``A @ B`` costs r matrix-vector products;
-    * they repeat every chunk, but chunk k > 0 uses them rotated by a hashed offset: with the same weights in
-      every chunk, the weighted sum of a product of m chunks would cost one chunk's product (of the summed
-      blocks);
+    * the weights are the product of two hashed signs per position, of full rank as a matrix of any output's
+      shape: with weights of rank r the weighted sum of ``A @ B`` costs r matrix-vector products;
+    * they repeat every chunk, but chunk k > 0 uses the first pattern rotated by a hashed offset: with the same
+      weights in every chunk, the weighted sum of a product of m chunks would cost one chunk's product (of the
+      summed blocks);
+    * they change from call to call: each timed call rotates both patterns by amounts hashed from its key
+      (:func:`call_rotations`). With weights fixed for the run, the weighted sum of a fixed linear map of the
+      inputs (a convolution or linear layer with its weights) is one dot product of the input with a vector a
+      backward pass computes once, and an output forged to match it costs nothing; with weights that change per
+      call, that vector must be computed per call, a backward pass costing what the forward does. The product
+      of two patterns, not one pattern rotated, because a convolution commutes with shifts: a rotated pattern's
+      vector is, away from the borders, the shifted vector of the unrotated one;
     * the weighted sum's bound is statistical, not the plain sum's worst case: ``WEIGHTED_Z`` standard
       deviations of a sum of honest errors of random sign, ``sqrt(sum((atol + rtol*|r|)**2))``, which grows as
       the square root of the size where the worst case grows linearly and let outputs computed at lower
       precision pass;
     * the key of its size and dtype makes a small tensor tuned to match two sums fail.
 
-    What remains cheap to forge is an output whose two sums are cheap to compute exactly without the work, a
-    fixed linear map of the inputs above all (its weighted sum is one dot product with a vector computed once);
-    the elementwise check of the last timed call and the correctness trials stand there.
+    What remains is what the candidate's own process can do to the code that computes its fingerprints (the
+    patch detector watches it) and outputs whose sums are cheap to compute anyway; the elementwise check of the
+    last timed call and the correctness trials stand there.
     """
 
     def __init__(self, chunk: int = CHUNK):
         self.chunk = chunk
         self._buf: torch.Tensor | None = None
         self._w: torch.Tensor | None = None
+        self._w2: torch.Tensor | None = None
 
-    def _buffers(self, device: torch.device, elements: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The float64 buffer and the weights, at least ``elements`` long (at most a chunk): sized to the
-        largest output seen, so a problem with small outputs does not hold a chunk's 2 x 128 MB."""
+    def _buffers(self, device: torch.device, elements: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The float64 buffer and the two sign patterns, at least ``elements`` long (at most a chunk): sized to the
+        largest output seen, so a problem with small outputs does not hold a chunk's 3 x 128 MB."""
         need = min(self.chunk, elements)
-        if self._buf is None or self._w is None or self._buf.device != device or self._buf.numel() < need:
-            self._buf = self._w = None
+        if self._buf is None or self._w is None or self._w2 is None or self._buf.device != device \
+                or self._buf.numel() < need:
+            self._buf = self._w = self._w2 = None
             buf = torch.empty(need, dtype=torch.float64, device=device)
             w = _weights(0, need, device)
-            self._buf, self._w = buf, w
-        return self._buf, self._w
+            w2 = _weights(_SECOND_PATTERN, need, device)
+            self._buf, self._w, self._w2 = buf, w, w2
+        return self._buf, self._w, self._w2
 
     def prepare(self, tensors: list[torch.Tensor]) -> None:
         """Make the buffers for outputs like these now (at the end of the warm-up), not at the first timed call."""
@@ -326,14 +358,15 @@ class Fingerprinter:
     def _offset(self, k: int) -> int:
         return 0 if k == 0 else _hash32(k) % self.chunk
 
-    def measure(self, tensors: list[torch.Tensor], tolerance: tuple[float, float] | None = None
+    def measure(self, tensors: list[torch.Tensor], tolerance: tuple[float, float] | None = None, key: int = 0
                 ) -> tuple[list[float], list[float]]:
         """(sums, bounds): three values per tensor (plain sum, weighted sum, size-and-dtype key) and, with ``tolerance``
-        = (atol, rtol), three bounds per tensor (the key's is 0: equal or not)."""
+        = (atol, rtol), three bounds per tensor (the key's is 0: equal or not). ``key`` picks the call's weights
+        (a timed call's input seed: both sides of a call must pass the same)."""
         parts: list[torch.Tensor] = []  # per chunk: plain sum, weighted sum[, 1-norm, squares], on the device
         plan: list[tuple[int, int, bool, float]] = []  # per tensor: chunks, elements, magnitudes?, shape key
         for t in tensors:
-            key = size_key(t)
+            skey = size_key(t)
             f = t.resolve_conj().reshape(-1)
             if f.is_complex():
                 f = torch.view_as_real(f).reshape(-1)
@@ -341,29 +374,33 @@ class Fingerprinter:
             n = f.numel()
             chunks = 0
             if n:
-                buf, w = self._buffers(f.device, n)
+                buf, w, w2 = self._buffers(f.device, n)
+                period = min(self.chunk, n)
+                a, c = call_rotations(key, period)
                 for k, s in enumerate(range(0, n, self.chunk)):
                     part = f[s:s + self.chunk]
                     m = part.numel()
                     b = buf[:m]
-                    b.copy_(part)
-                    parts.append(b.sum())
-                    o = self._offset(k)
-                    first = min(m, self.chunk - o)
-                    weighted = torch.dot(b[:first], w[o:o + first])
-                    if m > first:
-                        weighted = weighted + torch.dot(b[first:], w[:m - first])
+                    parts.append(part.sum(dtype=torch.float64))
+                    # b = part times the first pattern (rotated for the chunk and the call), in the copy's one pass;
+                    # the weighted sum is then b's dot product with the second pattern (rotated for the call).
+                    for lo, hi, at in _rotated(m, (self._offset(k) + a) % period, period):
+                        torch.mul(part[lo:hi], w[at:at + hi - lo], out=b[lo:hi])
+                    weighted = None
+                    for lo, hi, at in _rotated(m, c, period):
+                        d = torch.dot(b[lo:hi], w2[at:at + hi - lo])
+                        weighted = d if weighted is None else weighted + d
                     parts.append(weighted)
                     if with_mag:
                         parts.append(torch.linalg.vector_norm(b, 1))
                         parts.append(torch.dot(b, b))
                     chunks += 1
-            plan.append((chunks, n, with_mag, key))
+            plan.append((chunks, n, with_mag, skey))
         values = _read_back(parts)
         sums: list[float] = []
         bounds: list[float] = []
         i = 0
-        for chunks, n, with_mag, key in plan:
+        for chunks, n, with_mag, skey in plan:
             s0 = s1 = mag = squares = 0.0
             for _ in range(chunks):
                 s0 += values[i]
@@ -373,7 +410,7 @@ class Fingerprinter:
                     mag += values[i]
                     squares += values[i + 1]
                     i += 2
-            sums.extend([s0, s1, key])
+            sums.extend([s0, s1, skey])
             if tolerance is None:
                 continue
             if not with_mag:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 _TORCH_ATTRS = {
     "torch": ["manual_seed", "no_grad", "empty", "zeros", "ones", "rand", "randn", "randint", "allclose", "isclose",
-              "equal", "isnan", "isinf", "where", "arange", "from_numpy", "cat", "stack", "dot", "view_as_real"],
+              "equal", "isnan", "isinf", "where", "arange", "from_numpy", "cat", "stack", "dot", "view_as_real",
+              "mul"],
     "torch.linalg": ["vector_norm"],
     "torch.cuda": ["synchronize", "Event", "Stream", "current_stream", "set_stream", "stream", "device",
                    "set_device", "manual_seed", "manual_seed_all", "mem_get_info", "empty_cache"],
