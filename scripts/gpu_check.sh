@@ -35,6 +35,8 @@
 #   timing-profile  scripts/profile_timing_stage.py: where a timing stage's time goes between forwards, piece by
 #                 piece (official level $KB_LEVELS, default 2, problems 1-10, each with the fingerprinter before
 #                 session 16 and the current one; about a minute)
+#   fingerprint   scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
+#                 call at 32M..10k elements) and the fingerprint's GPU tests (tests/test_fingerprint_gpu.py)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -206,6 +208,8 @@ for phase in "${phases[@]}"; do
     timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
         --fingerprinter both --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
+    fingerprint) run fingerprint-bench python3 scripts/bench_fingerprint.py --json "$OUT/bench_fingerprint.json"
+      run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

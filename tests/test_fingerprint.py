@@ -273,7 +273,8 @@ def test_the_size_key_is_exact_in_size_and_dtype():
 
 
 @pytest.mark.parametrize("owner, name", [("torch.Tensor", "tolist"), ("torch", "dot"), ("torch.Tensor", "dtype"),
-                                         ("torch.linalg", "vector_norm"), ("torch", "mul"), ("torch.Tensor", "sum")])
+                                         ("torch.linalg", "vector_norm"), ("torch.Tensor", "mul_"),
+                                         ("torch.Tensor", "sum")])
 def test_replacing_what_the_fingerprint_calls_is_caught_by_the_patch_detector(owner, name):
     from kernelbench.evaluation.guards import runtime as rt
 

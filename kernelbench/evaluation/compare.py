@@ -381,11 +381,14 @@ class Fingerprinter:
                     part = f[s:s + self.chunk]
                     m = part.numel()
                     b = buf[:m]
-                    parts.append(part.sum(dtype=torch.float64))
-                    # b = part times the first pattern (rotated for the chunk and the call), in the copy's one pass;
-                    # the weighted sum is then b's dot product with the second pattern (rotated for the call).
+                    b.copy_(part)
+                    parts.append(b.sum())
+                    # b times the first pattern (rotated for the chunk and the call), in place; the weighted sum is
+                    # then b's dot product with the second pattern (rotated for the call). Every kernel here works
+                    # on one dtype: multiplying the float32 output by float64 signs straight into the buffer cost
+                    # more than this copy and in-place multiply (scripts/bench_fingerprint.py).
                     for lo, hi, at in _rotated(m, (self._offset(k) + a) % period, period):
-                        torch.mul(part[lo:hi], w[at:at + hi - lo], out=b[lo:hi])
+                        b[lo:hi].mul_(w[at:at + hi - lo])
                     weighted = None
                     for lo, hi, at in _rotated(m, c, period):
                         d = torch.dot(b[lo:hi], w2[at:at + hi - lo])

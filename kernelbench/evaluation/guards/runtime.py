@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 _TORCH_ATTRS = {
     "torch": ["manual_seed", "no_grad", "empty", "zeros", "ones", "rand", "randn", "randint", "allclose", "isclose",
-              "equal", "isnan", "isinf", "where", "arange", "from_numpy", "cat", "stack", "dot", "view_as_real",
-              "mul"],
+              "equal", "isnan", "isinf", "where", "arange", "from_numpy", "cat", "stack", "dot", "view_as_real"],
     "torch.linalg": ["vector_norm"],
     "torch.cuda": ["synchronize", "Event", "Stream", "current_stream", "set_stream", "stream", "device",
                    "set_device", "manual_seed", "manual_seed_all", "mem_get_info", "empty_cache"],
@@ -38,7 +37,7 @@ _TORCH_ATTRS = {
     "torch.Tensor": ["clone", "copy_", "data_ptr", "to", "cpu", "numpy", "contiguous", "reshape", "view",
                      "float", "double", "sum", "abs", "__eq__", "__ne__", "__sub__", "item", "untyped_storage",
                      "storage_offset", "stride", "size", "numel", "element_size", "__torch_function__",
-                     "tolist", "resolve_conj", "dtype"],
+                     "tolist", "resolve_conj", "dtype", "mul_"],
     "torch.nn.Module": ["__call__", "_call_impl", "to", "eval", "train"],
     "torch.profiler": ["profile"],
     "time": ["perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "sleep",

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""How fast each way of computing a timed call's output fingerprint is on this GPU (issue 25).
+
+    python scripts/bench_fingerprint.py                       # 32M, 8M, 1M and 10k float32 elements
+    python scripts/bench_fingerprint.py --elements 33554432 --repeats 50 --json fp.json
+
+Every timed call's outputs are fingerprinted on both sides (``kernelbench.evaluation.compare.Fingerprinter``):
+a plain float64 sum, a sum weighted by signs that change from call to call, and the 1-norm and sum of squares
+the tolerance bounds need, read back once. The per-call weights are the product of two sign patterns, each
+rotated per call; this script times the ways of applying them that use only PyTorch operations, on one output,
+so the shipped one can be the fastest that gives the same sums:
+
+* ``fixed``: session 16's fingerprinter (one pattern, the same every call), for the cost of per-call weights;
+* ``shipped``: ``Fingerprinter.measure`` as it is (the float32 output cast into the float64 buffer by a plain
+  copy, summed there, then multiplied in place by the first pattern: every elementwise kernel on one dtype);
+* ``mixed-dtype``: the first version of per-call weights (commit 8edcf6f): the plain sum read from the float32
+  output as float64, the output times the float64 pattern written straight into the buffer;
+* ``pattern``: the call's product pattern made first in a buffer of its own, then copy, sum and one dot product.
+
+Each variant's sums are checked against the shipped one's before anything is timed. Host milliseconds per
+measure (launches and the one read-back), median of ``--repeats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _variants(torch, compare):
+    """name -> (make state for an output of n elements, measure(output, state, key) -> [s0, s1, mag, squares])."""
+    chunk = compare.CHUNK
+
+    def base_state(n, device, patterns):
+        need = min(chunk, n)
+        st = {"buf": torch.empty(need, dtype=torch.float64, device=device),
+              "w": compare._weights(0, need, device)}
+        if patterns == 2:
+            st["w2"] = compare._weights(compare._SECOND_PATTERN, need, device)
+            st["p"] = torch.empty(need, dtype=torch.float64, device=device)
+        return st
+
+    def pieces(m, rot, period):
+        return compare._rotated(m, rot, period)
+
+    def fixed(t, st, key):
+        f, buf, w = t.reshape(-1), st["buf"], st["w"]
+        parts = []
+        for k, s in enumerate(range(0, f.numel(), chunk)):
+            part = f[s:s + chunk]
+            m = part.numel()
+            b = buf[:m]
+            b.copy_(part)
+            parts.append(b.sum())
+            o = 0 if k == 0 else compare._hash32(k) % chunk
+            weighted = None
+            for lo, hi, at in pieces(m, o, chunk if f.numel() > chunk else f.numel()):
+                d = torch.dot(b[lo:hi], w[at:at + hi - lo])
+                weighted = d if weighted is None else weighted + d
+            parts += [weighted, torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
+        return torch.stack(parts).tolist()
+
+    def shipped(t, st, key):
+        sums, bounds = st["fp"].measure([t], (1e-2, 1e-2), key=key)
+        return sums + bounds
+
+    def mixed_dtype(t, st, key):
+        f, buf, w, w2 = t.reshape(-1), st["buf"], st["w"], st["w2"]
+        n = f.numel()
+        period = min(chunk, n)
+        a, c = compare.call_rotations(key, period)
+        parts = []
+        for k, s in enumerate(range(0, n, chunk)):
+            part = f[s:s + chunk]
+            m = part.numel()
+            b = buf[:m]
+            parts.append(part.sum(dtype=torch.float64))
+            for lo, hi, at in pieces(m, ((0 if k == 0 else compare._hash32(k) % chunk) + a) % period, period):
+                torch.mul(part[lo:hi], w[at:at + hi - lo], out=b[lo:hi])
+            weighted = None
+            for lo, hi, at in pieces(m, c, period):
+                d = torch.dot(b[lo:hi], w2[at:at + hi - lo])
+                weighted = d if weighted is None else weighted + d
+            parts += [weighted, torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
+        return torch.stack(parts).tolist()
+
+    def pattern(t, st, key):
+        f, buf, w, w2, p = t.reshape(-1), st["buf"], st["w"], st["w2"], st["p"]
+        n = f.numel()
+        period = min(chunk, n)
+        a, c = compare.call_rotations(key, period)
+        parts = []
+        for k, s in enumerate(range(0, n, chunk)):
+            part = f[s:s + chunk]
+            m = part.numel()
+            b, q = buf[:m], p[:m]
+            # q = first pattern rotated, then times the second rotated (both same-dtype elementwise kernels)
+            for lo, hi, at in pieces(m, ((0 if k == 0 else compare._hash32(k) % chunk) + a) % period, period):
+                q[lo:hi].copy_(w[at:at + hi - lo])
+            for lo, hi, at in pieces(m, c, period):
+                q[lo:hi].mul_(w2[at:at + hi - lo])
+            b.copy_(part)
+            parts += [b.sum(), torch.dot(b, q), torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
+        return torch.stack(parts).tolist()
+
+    def shipped_state(n, device):
+        st = {"fp": compare.Fingerprinter()}
+        st["fp"].prepare([torch.empty(n, device=device)])
+        return st
+
+    return {
+        "fixed": (lambda n, d: base_state(n, d, 1), fixed),
+        "shipped": (shipped_state, shipped),
+        "mixed-dtype": (lambda n, d: base_state(n, d, 2), mixed_dtype),
+        "pattern": (lambda n, d: base_state(n, d, 2), pattern),
+    }
+
+
+def _sums(values: list[float], chunks: int) -> tuple[float, float]:
+    """Plain and weighted sums from a variant's per-chunk [s0, s1, mag, squares] values."""
+    return sum(values[4 * i] for i in range(chunks)), sum(values[4 * i + 1] for i in range(chunks))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--elements", type=int, nargs="+", default=[1 << 25, 1 << 23, 1 << 20, 10_000])
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--json", default=None, help="write the table as JSON to this path")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from kernelbench.evaluation import compare
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("no CUDA GPU here; --device cpu for a smoke test", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    variants = _variants(torch, compare)
+    rows = []
+    for n in args.elements:
+        torch.manual_seed(0)
+        t = torch.randn(n, device=device)
+        chunks = -(-n // compare.CHUNK)
+        states = {name: make(n, device) for name, (make, _) in variants.items()}
+        shipped = states["shipped"]["fp"].measure([t], key=77)[0]
+        for name in ("mixed-dtype", "pattern"):
+            s0, s1 = _sums(variants[name][1](t, states[name], 77), chunks)
+            if abs(s0 - shipped[0]) > 1e-6 * (1 + abs(shipped[0])) or abs(s1 - shipped[1]) > 1e-6 * (1 + abs(shipped[1])):
+                print(f"{name} does not give the shipped sums at {n} elements: {(s0, s1)} vs {shipped[:2]}",
+                      file=sys.stderr)
+                return 1
+        row = {"elements": n}
+        for name, (_, fn) in variants.items():
+            times = []
+            for r in range(args.repeats + 3):
+                sync()
+                t0 = time.perf_counter()
+                fn(t, states[name], r)
+                ms = (time.perf_counter() - t0) * 1e3
+                if r >= 3:
+                    times.append(ms)
+            row[name] = statistics.median(times)
+        rows.append(row)
+        print(f"{n:>10} elements: " + "  ".join(f"{k} {v:.3f} ms" for k, v in row.items() if k != "elements"),
+              flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": str(device), "gpu": torch.cuda.get_device_name(device)
+                                               if device.type == "cuda" else "cpu", "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
