@@ -315,9 +315,9 @@ class Fingerprinter:
       (:func:`call_rotations`). With weights fixed for the run, the weighted sum of a fixed linear map of the
       inputs (a convolution or linear layer with its weights) is one dot product of the input with a vector a
       backward pass computes once, and an output forged to match it costs nothing; with weights that change per
-      call, that vector must be computed per call, a backward pass costing what the forward does. The product
-      of two patterns, not one pattern rotated, because a convolution commutes with shifts: a rotated pattern's
-      vector is, away from the borders, the shifted vector of the unrotated one;
+      call, that vector must be computed for each call's weights, a backward pass costing what the forward does.
+      The product of two patterns, not one pattern rotated, because a convolution commutes with shifts: a
+      rotated pattern's vector is, away from the borders, the shifted vector of the unrotated one;
     * the weighted sum's bound is statistical, not the plain sum's worst case: ``WEIGHTED_Z`` standard
       deviations of a sum of honest errors of random sign, ``sqrt(sum((atol + rtol*|r|)**2))``, which grows as
       the square root of the size where the worst case grows linearly and let outputs computed at lower
@@ -325,8 +325,11 @@ class Fingerprinter:
     * the key of its size and dtype makes a small tensor tuned to match two sums fail.
 
     What remains is what the candidate's own process can do to the code that computes its fingerprints (the
-    patch detector watches it) and outputs whose sums are cheap to compute anyway; the elementwise check of the
-    last timed call and the correctness trials stand there.
+    patch detector watches what it calls, and a timed call that leaves a torch mode or a trace hook in place
+    fails), a candidate that reads a block's seeds and moves the block's work into a few calls (flagged, see
+    ``candidate_timing._uneven_calls``), and outputs whose sums are cheap to compute anyway; the elementwise check
+    of the last timed call and the correctness trials stand there. Outputs a little less exact than the
+    tolerance in every call pass each call's bound but not the run's mean (:func:`weighted_z2`).
     """
 
     def __init__(self, chunk: int = CHUNK):
@@ -455,6 +458,32 @@ def fingerprint(tensors: list[torch.Tensor]) -> list[float]:
 
 def fingerprint_bounds(ref_tensors: list[torch.Tensor], atol: float, rtol: float) -> list[float]:
     return Fingerprinter().bounds(ref_tensors, atol, rtol)
+
+
+#: The most the mean square of the weighted sums' standardised deviations may be over a run's timed calls. An honest
+#: output is within tolerance elementwise, so each call's deviation, a sum of those errors under signs that change
+#: from call to call, has a mean square of at most one (the statistical bound's unit); one call may stray to
+#: ``WEIGHTED_Z``, but errors larger than the tolerance in every call (a GEMM from TF32- or bfloat16-rounded inputs
+#: at fp32 tolerances: about 8) show in the mean.
+POOLED_Z2_LIMIT = 4.0
+#: Calls (tensors of calls) needed before the mean is judged: fewer, and an honest run at the very edge of its
+#: tolerance could reach the limit by chance.
+POOLED_MIN_COUNT = 8
+
+
+def weighted_z2(cand: list[float], ref: list[float], bounds: list[float]) -> list[float]:
+    """Per output of one call, the squared deviation of its weighted sum in units of honest rounding, where the
+    statistical bound is the one in force (outputs too small for it, where the worst case is tighter, are left
+    out). The unit is recovered from the bound (``WEIGHTED_Z`` units plus a float64 slack), which makes the
+    figure a slight underestimate: it can only err in the candidate's favour."""
+    out: list[float] = []
+    for t in range(0, min(len(cand), len(ref), len(bounds)) - 2, 3):
+        worst, stat = bounds[t], bounds[t + 1]
+        if not (math.isfinite(stat) and math.isfinite(ref[t + 1]) and math.isfinite(cand[t + 1])) \
+                or not 0 < stat < worst:
+            continue
+        out.append((WEIGHTED_Z * (cand[t + 1] - ref[t + 1]) / stat) ** 2)
+    return out
 
 
 def fingerprints_match(cand: list[float], ref: list[float], bounds: list[float]) -> bool:

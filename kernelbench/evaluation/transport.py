@@ -69,15 +69,18 @@ def flatten(obj: Any) -> tuple[Any, list]:
 
 
 def _walk(o: Any, leaves: list) -> Any:
+    # Containers and numbers are read through their base types' own methods, never the output's: a subclass's
+    # __iter__, __int__ or __float__ would run candidate code here, after a timed call's end event (untimed).
     if isinstance(o, torch.Tensor):
         leaves.append(o)
         return {"t": "tensor", "i": len(leaves) - 1, "cls": f"{type(o).__module__}.{type(o).__qualname__}"}
     if isinstance(o, (tuple, list)):
-        return {"t": type(o).__name__ if type(o) in (tuple, list) else "tuple", "items": [_walk(x, leaves) for x in o]}
+        items = tuple.__iter__(o) if isinstance(o, tuple) else list.__iter__(o)
+        return {"t": type(o).__name__ if type(o) in (tuple, list) else "tuple", "items": [_walk(x, leaves) for x in items]}
     if isinstance(o, bool) or o is None:
         return {"t": "scalar", "v": o}
     if isinstance(o, (int, float)):
-        v = float(o) if isinstance(o, float) else int(o)
+        v = float.__float__(o) if isinstance(o, float) else int.__int__(o)
         if isinstance(v, float) and not math.isfinite(v):
             return {"t": "scalar", "v": repr(v), "nonfinite": True}
         return {"t": "scalar", "v": v}

@@ -37,13 +37,16 @@ _TORCH_ATTRS = {
     "torch.Tensor": ["clone", "copy_", "data_ptr", "to", "cpu", "numpy", "contiguous", "reshape", "view",
                      "float", "double", "sum", "abs", "__eq__", "__ne__", "__sub__", "item", "untyped_storage",
                      "storage_offset", "stride", "size", "numel", "element_size", "__torch_function__",
-                     "tolist", "resolve_conj", "dtype", "mul_"],
+                     "tolist", "resolve_conj", "dtype", "mul_", "__getitem__", "is_complex", "is_floating_point",
+                     "device", "__add__"],
+    "torch._C": ["_len_torch_function_stack", "_len_torch_dispatch_stack"],
     "torch.nn.Module": ["__call__", "_call_impl", "to", "eval", "train"],
     "torch.profiler": ["profile"],
     "time": ["perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "sleep",
              "process_time"],
     "threading": ["Thread", "active_count", "enumerate"],
     "os": ["_exit", "kill", "getpid"],
+    "sys": ["settrace", "setprofile", "gettrace", "getprofile"],
 }
 _OUR_MODULES = (
     "kernelbench.evaluation.worker", "kernelbench.evaluation.worker.bound", "kernelbench.evaluation.worker.process",

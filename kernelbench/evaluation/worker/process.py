@@ -103,6 +103,11 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
         self.compare = compare
         self.fingerprinter = compare.Fingerprinter()
+        # The trace and profile hooks in place before any candidate code (a coverage tool's, say): a timed call
+        # must end with these and no others (TimingCommands._check_no_hooks).
+        from kernelbench.evaluation.worker.bound import getprofile, gettrace
+
+        self.hooks_at_start = (gettrace(), getprofile())
         self.inputs = inputs
         self.transport = transport
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"

@@ -10,7 +10,13 @@ from typing import Any
 
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.worker.bound import active_count as _active_count
+from kernelbench.evaluation.worker.bound import getprofile as _getprofile
+from kernelbench.evaluation.worker.bound import gettrace as _gettrace
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
+
+
+class HookLeftActive(RuntimeError):
+    """Forward returned with an interception hook in place that runs code during the checks after the call."""
 
 
 class WallEvent:
@@ -93,6 +99,18 @@ class TimingCommands:
         return protocol.TimeReply(times_ms=times, drained_ms=drained, wall_s=wall, calls=calls, fingerprints=fps,
                                   bounds=bounds, threads_started=_active_count() - self.threads_before), []
 
+    def _check_no_hooks(self) -> None:
+        """Nothing may intercept the work between timed calls. A torch function or dispatch mode, or a trace or
+        profile hook, left in place by forward would run candidate code inside the fingerprint and the output
+        checks, after the call's end event: untimed work, or outputs changed after they were timed."""
+        C = self.torch._C
+        if C._len_torch_function_stack() or C._len_torch_dispatch_stack():
+            raise HookLeftActive("forward returned with a torch function or dispatch mode still active: it would run "
+                                 "inside the checks after the timed call")
+        if (_gettrace(), _getprofile()) != self.hooks_at_start:
+            raise HookLeftActive("forward set a trace or profile hook (sys.settrace / sys.setprofile): it would run "
+                                 "inside the checks after the timed call")
+
     def _fingerprinted(self, out) -> list:
         """The output's plain tensors, the ones a timed call's fingerprint covers (no reference to ``out`` kept)."""
         torch = self.torch
@@ -133,6 +151,8 @@ class TimingCommands:
                 self._sync()
                 self._record(e2, self.stream)
                 self._event_sync(e2)
+            if want_fp:  # timing against a reference: both sides' outputs are checked after each call
+                self._check_no_hooks()
             times.append(self._elapsed(e0, e1))
             drained.append(self._elapsed(e0, e2))
             i += 1
