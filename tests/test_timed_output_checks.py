@@ -74,6 +74,8 @@ def test_too_few_outputs_are_not_judged_and_small_outputs_are_left_out():
 @pytest.mark.parametrize("cand, ref, flagged", [
     ([1.0] * 40, [2.0] * 40, False),                                   # even on both sides
     ([1.0] * 36 + [1.3] * 4, [2.0] * 40, False),                       # honest jitter
+    ([0.01] * 39 + [1.0], [0.05] * 40, False),                         # one stray slow call of a fast kernel
+    ([0.01] * 36 + [0.5] * 4, [0.05] * 40, True),                      # one heavy call in each of four blocks
     ([0.1] * 30 + [4.0] * 10, [2.0] * 40, True),                       # a quarter of the calls carry the work
     ([0.1] * 30 + [4.0] * 10, [1.0] * 30 + [40.0] * 10, False),        # the reference is as uneven
 ])

@@ -95,13 +95,15 @@ def _uneven_calls(cand_ms: list[float], ref_ms: list[float]) -> str | None:
     unchanged, so its mean does not move: a mean over median of r reports a median speedup up to r times too high.
     Honest calls are even on both sides (the ratio is about 1 for each), so a ratio well above the reference's
     is worth a human's look; it is a flag, not a failure, because an honest kernel can have slow calls of its own.
+    Each side's slowest call is left out of its mean: one stray slow call (a clock change, a preemption) would
+    otherwise flag a fast kernel, while work moved between calls shows in every block (at least ``MIN_ROUNDS``).
     """
-    if not cand_ms or not ref_ms:
+    if len(cand_ms) < 3 or len(ref_ms) < 3:
         return None
     cm, rm = statistics.median(cand_ms), statistics.median(ref_ms)
     if cm <= 0 or rm <= 0:
         return None
-    cr, rr = statistics.fmean(cand_ms) / cm, statistics.fmean(ref_ms) / rm
+    cr, rr = statistics.fmean(sorted(cand_ms)[:-1]) / cm, statistics.fmean(sorted(ref_ms)[:-1]) / rm
     if cr <= UNEVEN_RATIO * max(1.0, rr):
         return None
     return (f"timed calls uneven: the candidate's mean is {cr:.2f}x its median (the reference's {rr:.2f}x); work moved "
