@@ -172,3 +172,24 @@ def test_an_output_s_container_and_numbers_are_read_without_running_its_own_meth
     assert ran == []
     assert tree["t"] == "tuple" and [x["t"] for x in tree["items"]] == ["tensor", "scalar", "scalar", "list"]
     assert [tree["items"][1]["v"], tree["items"][2]["v"]] == [1.5, 3] and len(leaves) == 2
+
+
+def test_a_kernel_registered_for_an_operator_the_checks_use_is_caught():
+    """torch.library can replace what aten::dot does on a device without touching any attribute: the patch
+    detector compares the dispatcher's table for the operators the fingerprint and the checks run through."""
+    import warnings
+
+    from kernelbench.evaluation.guards import runtime as rt
+
+    before = rt.PatchSnapshot.take()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that an aten kernel is being overridden
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("dot", lambda a, b: torch.zeros((), dtype=a.dtype), "CPU")
+    try:
+        assert float(torch.dot(torch.ones(3), torch.ones(3))) == 0.0, "the override is in force"
+        assert "dispatcher aten::dot" in before.changes(rt.PatchSnapshot.take())
+    finally:
+        lib._destroy()
+    assert float(torch.dot(torch.ones(3), torch.ones(3))) == 3.0
+    assert before.changes(rt.PatchSnapshot.take()) == []

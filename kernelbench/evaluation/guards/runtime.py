@@ -2,8 +2,9 @@
 
 * Patch detection: before the candidate is imported the worker snapshots the identity (and
   code object) of everything timing and checking rely on: torch's CUDA events, streams and
-  synchronisation, Tensor methods, ``time``'s clocks, ``nn.Module.__call__`` and every
-  function of the evaluator's own modules. Any difference afterwards is a failing finding.
+  synchronisation, Tensor methods, ``time``'s clocks, ``nn.Module.__call__``, every
+  function of the evaluator's own modules, and the dispatcher's table for the aten operators
+  the checks run through. Any difference afterwards is a failing finding.
 * Launch classification: the kernels a candidate launched during one profiled ``forward`` are
   split into its own (names from its ``__global__`` functions, Triton kernels, CuTe DSL kernels and
   TileLang kernels) and PyTorch's; a candidate of a kernel backend that launches none of its own fails.
@@ -48,6 +49,17 @@ _TORCH_ATTRS = {
     "os": ["_exit", "kill", "getpid"],
     "sys": ["settrace", "setprofile", "gettrace", "getprofile"],
 }
+#: aten operators the fingerprint, the output checks and the inputs' generation run through in the candidate's
+#: process. A kernel registered for one of them (``torch.library``) changes no attribute, only the dispatcher's
+#: table, so each operator's table is part of the snapshot.
+_ATEN_OPS = (
+    "aten::dot", "aten::copy_", "aten::sum", "aten::sum.dim_IntList", "aten::mul_.Tensor", "aten::linalg_vector_norm",
+    "aten::stack", "aten::cat", "aten::slice.Tensor", "aten::add.Tensor", "aten::_local_scalar_dense",
+    "aten::_to_copy", "aten::view_as_real", "aten::resolve_conj", "aten::reshape", "aten::view", "aten::sub.Tensor",
+    "aten::abs", "aten::le.Tensor", "aten::isnan", "aten::isfinite", "aten::eq.Tensor", "aten::where.self",
+    "aten::max", "aten::empty.memory_format", "aten::empty_strided", "aten::clone", "aten::randn", "aten::normal_",
+    "aten::uniform_",
+)
 _OUR_MODULES = (
     "kernelbench.evaluation.worker", "kernelbench.evaluation.worker.bound", "kernelbench.evaluation.worker.process",
     "kernelbench.evaluation.worker.timing", "kernelbench.evaluation.worker.export", "kernelbench.evaluation.worker.trace",
@@ -119,6 +131,14 @@ class PatchSnapshot:
                     value = None
                 value = _torch_disable_dynamo_target(value) or value  # torch's own wrapping is no patch
                 snap.entries[f"{owner}.{n}"] = _fingerprint(value)
+        torch = sys.modules.get("torch")
+        dump = getattr(getattr(torch, "_C", None), "_dispatch_dump", None)
+        if dump is not None:
+            for op in _ATEN_OPS:
+                try:
+                    snap.entries[f"dispatcher {op}"] = (dump(op),)
+                except Exception:  # an operator this torch does not have
+                    snap.entries[f"dispatcher {op}"] = (None,)
         for mod_name in _OUR_MODULES:
             mod = sys.modules.get(mod_name)
             if mod is None:
