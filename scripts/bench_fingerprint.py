@@ -46,24 +46,24 @@ def _variants(torch, compare):
             st["p"] = torch.empty(need, dtype=torch.float64, device=device)
         return st
 
-    def pieces(m, rot, period):
-        return compare._rotated(m, rot, period)
+    offsets = compare.Fingerprinter()  # for its per-chunk offsets
 
-    def fixed(t, st, key):
-        f, buf, w = t.reshape(-1), st["buf"], st["w"]
-        parts = []
+    def chunks(t, st, key):
+        """Per chunk of the output: the chunk, its float64 buffer, the chunk's offset, the call's two rotations
+        and the patterns' period (what every variant shares)."""
+        f = t.reshape(-1)
+        period = min(chunk, f.numel())
+        a, c = compare.call_rotations(key, period)
         for k, s in enumerate(range(0, f.numel(), chunk)):
             part = f[s:s + chunk]
-            m = part.numel()
-            b = buf[:m]
+            yield part, st["buf"][:part.numel()], offsets._offset(k), a, c, period
+
+    def fixed(t, st, key):
+        parts = []
+        for part, b, o, _, _, period in chunks(t, st, key):
             b.copy_(part)
-            parts.append(b.sum())
-            o = 0 if k == 0 else compare._hash32(k) % chunk
-            weighted = None
-            for lo, hi, at in pieces(m, o, chunk if f.numel() > chunk else f.numel()):
-                d = torch.dot(b[lo:hi], w[at:at + hi - lo])
-                weighted = d if weighted is None else weighted + d
-            parts += [weighted, torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
+            parts += [b.sum(), compare._rotated_dot(b, st["w"], o, period), torch.linalg.vector_norm(b, 1),
+                      torch.dot(b, b)]
         return torch.stack(parts).tolist()
 
     def shipped(t, st, key):
@@ -71,40 +71,23 @@ def _variants(torch, compare):
         return sums + bounds
 
     def mixed_dtype(t, st, key):
-        f, buf, w, w2 = t.reshape(-1), st["buf"], st["w"], st["w2"]
-        n = f.numel()
-        period = min(chunk, n)
-        a, c = compare.call_rotations(key, period)
         parts = []
-        for k, s in enumerate(range(0, n, chunk)):
-            part = f[s:s + chunk]
-            m = part.numel()
-            b = buf[:m]
+        for part, b, o, a, c, period in chunks(t, st, key):
             parts.append(part.sum(dtype=torch.float64))
-            for lo, hi, at in pieces(m, ((0 if k == 0 else compare._hash32(k) % chunk) + a) % period, period):
-                torch.mul(part[lo:hi], w[at:at + hi - lo], out=b[lo:hi])
-            weighted = None
-            for lo, hi, at in pieces(m, c, period):
-                d = torch.dot(b[lo:hi], w2[at:at + hi - lo])
-                weighted = d if weighted is None else weighted + d
-            parts += [weighted, torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
+            for lo, hi, at in compare._rotated(b.numel(), (o + a) % period, period):
+                torch.mul(part[lo:hi], st["w"][at:at + hi - lo], out=b[lo:hi])
+            parts += [compare._rotated_dot(b, st["w2"], c, period), torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
         return torch.stack(parts).tolist()
 
     def pattern(t, st, key):
-        f, buf, w, w2, p = t.reshape(-1), st["buf"], st["w"], st["w2"], st["p"]
-        n = f.numel()
-        period = min(chunk, n)
-        a, c = compare.call_rotations(key, period)
         parts = []
-        for k, s in enumerate(range(0, n, chunk)):
-            part = f[s:s + chunk]
-            m = part.numel()
-            b, q = buf[:m], p[:m]
+        for part, b, o, a, c, period in chunks(t, st, key):
+            q = st["p"][:b.numel()]
             # q = first pattern rotated, then times the second rotated (both same-dtype elementwise kernels)
-            for lo, hi, at in pieces(m, ((0 if k == 0 else compare._hash32(k) % chunk) + a) % period, period):
-                q[lo:hi].copy_(w[at:at + hi - lo])
-            for lo, hi, at in pieces(m, c, period):
-                q[lo:hi].mul_(w2[at:at + hi - lo])
+            for lo, hi, at in compare._rotated(b.numel(), (o + a) % period, period):
+                q[lo:hi].copy_(st["w"][at:at + hi - lo])
+            for lo, hi, at in compare._rotated(b.numel(), c, period):
+                q[lo:hi].mul_(st["w2"][at:at + hi - lo])
             b.copy_(part)
             parts += [b.sum(), torch.dot(b, q), torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
         return torch.stack(parts).tolist()

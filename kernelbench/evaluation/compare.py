@@ -272,6 +272,15 @@ def _rotated(m: int, rotation: int, period: int) -> list[tuple[int, int, int]]:
     return pieces
 
 
+def _rotated_dot(b: torch.Tensor, pattern: torch.Tensor, rotation: int, period: int) -> torch.Tensor:
+    """``b``'s dot product with ``pattern`` rotated by ``rotation`` over ``period``, left on the device."""
+    out = None
+    for lo, hi, at in _rotated(b.numel(), rotation, period):
+        d = torch.dot(b[lo:hi], pattern[at:at + hi - lo])
+        out = d if out is None else out + d
+    return out
+
+
 #: How far a one-sided check of the weighted sum may stray, in standard deviations of honest rounding (below).
 WEIGHTED_Z = 10.0
 
@@ -392,11 +401,7 @@ class Fingerprinter:
                     # more than this copy and in-place multiply (scripts/bench_fingerprint.py).
                     for lo, hi, at in _rotated(m, (self._offset(k) + a) % period, period):
                         b[lo:hi].mul_(w[at:at + hi - lo])
-                    weighted = None
-                    for lo, hi, at in _rotated(m, c, period):
-                        d = torch.dot(b[lo:hi], w2[at:at + hi - lo])
-                        weighted = d if weighted is None else weighted + d
-                    parts.append(weighted)
+                    parts.append(_rotated_dot(b, w2, c, period))
                     if with_mag:
                         parts.append(torch.linalg.vector_norm(b, 1))
                         parts.append(torch.dot(b, b))

@@ -76,10 +76,11 @@ def time_candidate(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerPro
 
 def _pooled_deviation(z2: list[float]) -> str | None:
     """Why the timed outputs fail on average over the run (``compare.POOLED_Z2_LIMIT``), or None."""
-    if len(z2) < POOLED_MIN_COUNT or statistics.fmean(z2) <= POOLED_Z2_LIMIT:
+    mean = statistics.fmean(z2) if len(z2) >= POOLED_MIN_COUNT else 0.0
+    if mean <= POOLED_Z2_LIMIT:
         return None
     return (f"the outputs produced during timing are further from the reference than the tolerance allows: their "
-            f"weighted sums stray {statistics.fmean(z2):.1f} squared units of honest rounding on average over "
+            f"weighted sums stray {mean:.1f} squared units of honest rounding on average over "
             f"{len(z2)} outputs (at most {POOLED_Z2_LIMIT:g}); the kernel computes less exactly when timed")
 
 
