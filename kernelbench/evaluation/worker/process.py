@@ -108,6 +108,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         from kernelbench.evaluation.worker.bound import getprofile, gettrace
 
         self.hooks_at_start = (gettrace(), getprofile())
+        # The mode-stack counters, bound now as bound.py binds the clocks: a candidate that replaces them later (and
+        # puts them back before the next patch check) does not change what the timed calls ask.
+        self.mode_depths = (self.torch._C._len_torch_function_stack, self.torch._C._len_torch_dispatch_stack)
         self.inputs = inputs
         self.transport = transport
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"

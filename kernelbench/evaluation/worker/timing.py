@@ -103,8 +103,7 @@ class TimingCommands:
         """Nothing may intercept the work between timed calls. A torch function or dispatch mode, or a trace or
         profile hook, left in place by forward would run candidate code inside the fingerprint and the output
         checks, after the call's end event: untimed work, or outputs changed after they were timed."""
-        C = self.torch._C
-        if C._len_torch_function_stack() or C._len_torch_dispatch_stack():
+        if any(depth() for depth in self.mode_depths):
             raise HookLeftActive("forward returned with a torch function or dispatch mode still active: it would run "
                                  "inside the checks after the timed call")
         if (_gettrace(), _getprofile()) != self.hooks_at_start:
