@@ -7,12 +7,15 @@
 Every timed call's outputs are fingerprinted on both sides (``kernelbench.evaluation.compare.Fingerprinter``):
 a plain float64 sum, a sum weighted by signs that change from call to call, and the 1-norm and sum of squares
 the tolerance bounds need, read back once. The per-call weights are the product of two sign patterns, each
-rotated per call; this script times the ways of applying them that use only PyTorch operations, on one output,
-so the shipped one can be the fastest that gives the same sums:
+rotated per call; this script times the ways of applying them on one output:
 
 * ``fixed``: session 16's fingerprinter (one pattern, the same every call), for the cost of per-call weights;
-* ``shipped``: ``Fingerprinter.measure`` as it is (the float32 output cast into the float64 buffer by a plain
-  copy, summed there, then multiplied in place by the first pattern: every elementwise kernel on one dtype);
+* ``shipped``: ``Fingerprinter.measure`` through torch operators, the path for dtypes the kernel below is not
+  compiled for (the float32 output cast into the float64 buffer by a plain copy, summed there, then multiplied in
+  place by the first pattern: every elementwise kernel on one dtype);
+* ``fused``: ``Fingerprinter.measure`` with the one-pass Triton kernel the workers start on a GPU
+  (``kernelbench.evaluation.fingerprint_kernel``: the output read once, the weights hashed in registers), the
+  path float32 outputs take; its sums and bounds are checked against the torch path's first;
 * ``mixed-dtype``: the first version of per-call weights (commit 8edcf6f): the plain sum read from the float32
   output as float64, the output times the float64 pattern written straight into the buffer;
 * ``pattern``: the call's product pattern made first in a buffer of its own, then copy, sum and one dot product.
@@ -97,9 +100,16 @@ def _variants(torch, compare):
         st["fp"].prepare([torch.empty(n, device=device)])
         return st
 
+    def fused_state(n, device):
+        st = {"fp": compare.Fingerprinter()}
+        if not st["fp"].enable_fused(device):
+            raise RuntimeError("the one-pass kernel did not start here")
+        return st
+
     return {
         "fixed": (lambda n, d: base_state(n, d, 1), fixed),
         "shipped": (shipped_state, shipped),
+        "fused": (fused_state, shipped),
         "mixed-dtype": (lambda n, d: base_state(n, d, 2), mixed_dtype),
         "pattern": (lambda n, d: base_state(n, d, 2), pattern),
     }
@@ -134,8 +144,22 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(0)
         t = torch.randn(n, device=device)
         chunks = -(-n // compare.CHUNK)
-        states = {name: make(n, device) for name, (make, _) in variants.items()}
+        states = {}
+        for name, (make, _) in list(variants.items()):
+            try:
+                states[name] = make(n, device)
+            except RuntimeError as e:  # the fused kernel on the CPU without the interpreter
+                print(f"{name}: {e}; left out", file=sys.stderr)
+                del variants[name]
         shipped = states["shipped"]["fp"].measure([t], key=77)[0]
+        if "fused" in states:
+            fused = states["fused"]["fp"].measure([t], (1e-2, 1e-2), key=77)
+            torch_path = states["shipped"]["fp"].measure([t], (1e-2, 1e-2), key=77)
+            for a, b in zip(fused[0] + fused[1], torch_path[0] + torch_path[1]):
+                if abs(a - b) > 1e-9 * (1 + abs(b)):
+                    print(f"fused does not give the torch path's sums and bounds at {n} elements: {fused} vs "
+                          f"{torch_path}", file=sys.stderr)
+                    return 1
         for name in ("mixed-dtype", "pattern"):
             s0, s1 = _sums(variants[name][1](t, states[name], 77), chunks)
             if abs(s0 - shipped[0]) > 1e-6 * (1 + abs(shipped[0])) or abs(s1 - shipped[1]) > 1e-6 * (1 + abs(shipped[1])):

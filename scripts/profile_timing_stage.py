@@ -169,6 +169,10 @@ def profile_problem(problem, device: str, rounds: int, block: int, settings: Eva
     w.cmd_init(protocol.Init(), [])
     if fingerprinter == "previous":
         w.fingerprinter = PreviousFingerprinter()
+    elif fingerprinter == "torch":  # today's weights through torch operators, not the one-pass kernel
+        w.fingerprinter.fused = None
+    elif w.is_cuda and w.fingerprinter.fused is None:
+        print("warning: the one-pass fingerprint kernel did not start; 'current' is the torch path", flush=True)
     tol = settings.tolerance
     w.cmd_setup(protocol.Setup(code=problem.code, precision=settings.precision, atol=tol.atol, rtol=tol.rtol,
                                init_seed=INIT_SEED, probe_seed=None, ieee_fp32=settings.ieee_fp32,
@@ -221,9 +225,11 @@ def main() -> int:
                    "timings took): the first is shown apart")
     p.add_argument("--block", type=int, default=3, help="calls per block (default 3)")
     p.add_argument("--reduced-size", action="store_true", help="each problem at its declared CPU size")
-    p.add_argument("--fingerprinter", choices=["current", "previous", "both"], default="current",
-                   help="the library's fingerprinter, the one before session 16, or both (each problem profiled "
-                        "once with each, in turn)")
+    p.add_argument("--fingerprinter", choices=["current", "torch", "previous", "both"], nargs="+",
+                   default=["current"],
+                   help="the library's fingerprinter (on a GPU the one-pass Triton kernel), today's weights through "
+                        "torch operators (torch), the one before session 16 (previous); several: each problem "
+                        "profiled once with each, in turn; both = previous current")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON")
     args = p.parse_args()
     if args.rounds < 2 or args.block < 1:
@@ -240,7 +246,11 @@ def main() -> int:
         if not problems:
             p.error("--reduced-size: none of the selected problems declares a CPU_SIZE")
     settings = EvalSettings(backend="torch", launch_cushion_us=launch_cushion_us() if args.device != "cpu" else 0)
-    kinds = ["previous", "current"] if args.fingerprinter == "both" else [args.fingerprinter]
+    kinds: list[str] = []
+    for kind in args.fingerprinter:
+        for k in (["previous", "current"] if kind == "both" else [kind]):
+            if k not in kinds:
+                kinds.append(k)
     rows = []
     for problem in problems:
         for kind in kinds:

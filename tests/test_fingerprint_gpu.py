@@ -1,5 +1,7 @@
-"""The timed-call fingerprint on the GPU: the sums it claims, one read-back per call, no allocation that grows
-from call to call."""
+"""The timed-call fingerprint on the GPU, through torch operators and through the one-pass Triton kernel the workers
+start (kernelbench.evaluation.fingerprint_kernel): the sums it claims, one read-back per call, no allocation that
+grows from call to call; and for the kernel, nothing the patch detector sees changes with honest use (another Triton
+kernel compiled and launched between calls included) while a replaced launcher or a recompiled kernel is caught."""
 
 from __future__ import annotations
 
@@ -8,16 +10,28 @@ import warnings
 import pytest
 import torch
 
-from kernelbench.evaluation import compare
+from kernelbench.evaluation import compare, fingerprint_kernel
+from kernelbench.evaluation.guards import runtime as rt
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
+def _fingerprinter(path: str) -> compare.Fingerprinter:
+    fp = compare.Fingerprinter()
+    if path == "fused":
+        assert fp.enable_fused(torch.device("cuda", torch.cuda.current_device())), "the one-pass kernel did not start"
+    return fp
+
+
+PATHS = pytest.mark.parametrize("path", ["torch", "fused"])
+
+
+@PATHS
+def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks(path):
     torch.manual_seed(0)
     t = torch.randn(40_000_003, device="cuda")  # three chunks, the last partial
-    fp = compare.Fingerprinter()
+    fp = _fingerprinter(path)
     sums, bounds = fp.measure([t], (1e-2, 1e-2))
     x = t.double()
     pos = torch.arange(x.numel(), device="cuda")
@@ -36,10 +50,11 @@ def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks():
     assert bounds[1] < bounds[0] / 100, "the weighted sum's bound grows as the square root of the size"
 
 
-def test_one_read_back_per_call_and_no_growth():
+@PATHS
+def test_one_read_back_per_call_and_no_growth(path):
     torch.manual_seed(1)
     outs = [torch.randn(20_000_000, device="cuda"), torch.randn(1000, device="cuda").half()]
-    fp = compare.Fingerprinter()
+    fp = _fingerprinter(path)
     fp.measure(outs, (1e-2, 1e-2))  # the first call allocates the buffers
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
@@ -56,11 +71,68 @@ def test_one_read_back_per_call_and_no_growth():
     assert torch.cuda.memory_allocated() == before
 
 
-def test_an_honest_gpu_output_passes_and_a_stale_one_fails():
+@PATHS
+def test_an_honest_gpu_output_passes_and_a_stale_one_fails(path):
     torch.manual_seed(2)
     r = torch.randn(8_000_000, device="cuda")
-    fp = compare.Fingerprinter()
+    fp = _fingerprinter(path)
     ref, bounds = fp.measure([r], (1e-4, 1e-4))
     honest = r + (torch.rand_like(r) - 0.5) * 1e-4
     assert compare.fingerprints_match(fp.sums([honest]), ref, bounds)
     assert not compare.fingerprints_match(fp.sums([torch.randn_like(r)]), ref, bounds)
+
+
+def test_fused_and_torch_paths_agree_on_many_sizes_and_keys():
+    torch.manual_seed(3)
+    plain, fused = _fingerprinter("torch"), _fingerprinter("fused")
+    for n in (1, 7, 2048, 2049, 1 << 20, (1 << 24) + 5, 3 * (1 << 24)):
+        t = torch.randn(n, device="cuda") * 2 + 0.5
+        for key in (0, 11, 2**40 + 9):
+            a, b = plain.measure([t], (1e-3, 1e-3), key), fused.measure([t], (1e-3, 1e-3), key)
+            assert a[0] == pytest.approx(b[0], rel=1e-10, abs=1e-7), n
+            assert a[1] == pytest.approx(b[1], rel=1e-10, abs=1e-7), n
+    assert fused.fused.launches >= 21
+
+
+def test_fused_kernel_leaves_the_patch_snapshot_alone_and_is_caught_when_tampered():
+    import triton
+    import triton.language as tl
+
+    fp = _fingerprinter("fused")
+    before = rt.PatchSnapshot.take()
+    assert any(k.startswith("fingerprint compiled") for k in before.entries)
+
+    @triton.jit
+    def scale(x_ptr, n, BLOCK: tl.constexpr):  # a candidate's own Triton kernel, compiled after ours
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(x_ptr + i, tl.load(x_ptr + i, mask=m) * 2, mask=m)
+
+    for k in range(5):
+        t = torch.randn(100_000 + k * 4, device="cuda")
+        scale[(triton.cdiv(t.numel(), 1024),)](t, t.numel(), BLOCK=1024)
+        fp.measure([t], (1e-2, 1e-2), key=k)
+    torch.cuda.synchronize()
+    assert before.changes(rt.PatchSnapshot.take()) == []
+
+    engine = fp.fused
+    launcher = engine.compiled.run
+    engine.compiled.run = lambda *a, **k: launcher(*a, **k)
+    try:
+        assert any(k.startswith("fingerprint compiled") for k in before.changes(rt.PatchSnapshot.take()))
+    finally:
+        engine.compiled.run = launcher
+    assert before.changes(rt.PatchSnapshot.take()) == []
+
+    # A kernel compiled anew after start (here: the JIT's caches emptied) is not the one made before candidate code.
+    kernel = fingerprint_kernel._fingerprint_partials
+    saved = {dev: (entry[0].copy(),) for dev, entry in kernel.device_caches.items()}
+    for entry in kernel.device_caches.values():
+        entry[0].clear()
+    try:
+        with pytest.raises(fingerprint_kernel.FusedTampered):
+            fp.measure([torch.randn(5000, device="cuda")], key=1)
+    finally:
+        for dev, (cache,) in saved.items():
+            kernel.device_caches[dev][0].clear()
+            kernel.device_caches[dev][0].update(cache)

@@ -8,6 +8,7 @@ multi-gigabyte output.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import torch
 
 from kernelbench.evaluation.transport import describe_structure, flatten
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 24
 
@@ -346,6 +349,22 @@ class Fingerprinter:
         self._buf: torch.Tensor | None = None
         self._w: torch.Tensor | None = None
         self._w2: torch.Tensor | None = None
+        #: The one-pass kernel (kernelbench.evaluation.fingerprint_kernel), once :meth:`enable_fused` has started it.
+        self.fused: Any = None
+
+    def enable_fused(self, device: torch.device) -> bool:
+        """Start the one-pass Triton kernel for float32 outputs on ``device``, before any candidate code runs (the
+        worker calls this as it creates its CUDA context). False, and the torch path, where it cannot run."""
+        from kernelbench.evaluation import fingerprint_kernel
+
+        if not fingerprint_kernel.wanted():
+            return False
+        try:
+            self.fused = fingerprint_kernel.FusedSums.start(device, self.chunk)
+        except Exception as e:  # no Triton, a compiler problem: the torch path gives the same sums, slower
+            log.warning("fused fingerprint unavailable, using torch operators: %s", e)
+            self.fused = None
+        return self.fused is not None
 
     def _buffers(self, device: torch.device, elements: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The float64 buffer and the two sign patterns, at least ``elements`` long (at most a chunk): sized to the
@@ -385,7 +404,14 @@ class Fingerprinter:
             with_mag = tolerance is not None and f.is_floating_point()
             n = f.numel()
             chunks = 0
-            if n:
+            if n and self.fused is not None and self.fused.accepts(f):
+                # One pass over the output, the same weights (fingerprint_kernel): plain, weighted, 1-norm, squares.
+                period = min(self.chunk, n)
+                a, c = call_rotations(key, period)
+                four = self.fused.sums(f, a, c)
+                parts.append(four if with_mag else four[:2])
+                chunks = 1
+            elif n:
                 buf, w, w2 = self._buffers(f.device, n)
                 period = min(self.chunk, n)
                 a, c = call_rotations(key, period)
@@ -443,18 +469,24 @@ class Fingerprinter:
 
 
 def _read_back(parts: list[torch.Tensor]) -> list[float]:
-    """The values of 0-d device tensors, one read per device (outputs on several devices are rare)."""
+    """The values of 0-d and 1-d device tensors in order, one read per device (outputs on several devices are
+    rare)."""
     if not parts:
         return []
-    devices = {p.device for p in parts}
+    flat = [p.reshape(-1) for p in parts]
+    devices = {p.device for p in flat}
     if len(devices) == 1:
-        return torch.stack(parts).tolist()
-    values: list[float] = [0.0] * len(parts)
+        return torch.cat(flat).tolist()
+    per_part: list[list[float]] = [[] for _ in flat]
     for d in devices:
-        idx = [i for i, p in enumerate(parts) if p.device == d]
-        for i, v in zip(idx, torch.stack([parts[i] for i in idx]).tolist()):
-            values[i] = v
-    return values
+        idx = [i for i, p in enumerate(flat) if p.device == d]
+        values = torch.cat([flat[i] for i in idx]).tolist()
+        at = 0
+        for i in idx:
+            size = flat[i].numel()
+            per_part[i] = values[at:at + size]
+            at += size
+    return [v for part in per_part for v in part]
 
 
 def fingerprint(tensors: list[torch.Tensor]) -> list[float]:

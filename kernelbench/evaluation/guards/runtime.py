@@ -66,6 +66,7 @@ _OUR_MODULES = (
     "kernelbench.evaluation.protocol", "kernelbench.evaluation.compare", "kernelbench.evaluation.inputs",
     "kernelbench.evaluation.transport", "kernelbench.evaluation.channel", "kernelbench.evaluation.timing",
     "kernelbench.evaluation.compile_cache", "kernelbench.evaluation.guards.runtime",
+    "kernelbench.evaluation.fingerprint_kernel",
 )
 
 
@@ -139,6 +140,9 @@ class PatchSnapshot:
                     snap.entries[f"dispatcher {op}"] = (dump(op),)
                 except Exception:  # an operator this torch does not have
                     snap.entries[f"dispatcher {op}"] = (None,)
+        fused = sys.modules.get("kernelbench.evaluation.fingerprint_kernel")
+        if fused is not None:  # the one-pass fingerprint's kernel, launcher and Triton's hooks, once started
+            snap.entries.update(fused.watched())
         for mod_name in _OUR_MODULES:
             mod = sys.modules.get(mod_name)
             if mod is None:

@@ -130,6 +130,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self._elapsed = torch._C._CudaEventBase.elapsed_time
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
+            if self.role in ("candidate", "reference"):
+                # Compiled and launched now, before any candidate code exists in this process (fingerprint_kernel).
+                self.fingerprinter.enable_fused(self.device)
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None

@@ -1,0 +1,263 @@
+"""The timed calls' output fingerprint in one pass: a Triton kernel reading each element once.
+
+:class:`~kernelbench.evaluation.compare.Fingerprinter` computes, per output, a plain and a +-1 weighted
+float64 sum, and on the reference side the 1-norm and the sum of squares its bounds need. Written with
+torch operators that is a float64 copy of every chunk and four passes over it: about 84 bytes of memory
+traffic per float32 element, several milliseconds per timed call on outputs of a gigabyte (the largest
+share of a level-2 timed call's time off the forward, docs/benchmarks.md). This kernel reads the output
+once (4 bytes per element), hashes each position's two signs in registers and reduces the four sums in
+float64; the weights are exactly the torch path's (:func:`compare._weights`, rotated per chunk and per
+call), so both paths give the same sums up to float64 summation order, and both sides of a timing always
+use the same path.
+
+Why this is safe to run in the candidate's process (docs/threat-model.md): the kernel is compiled and first
+launched when the worker creates its CUDA context, before any candidate code exists in the process, from
+the worker's private, still empty Triton cache; it is specialised on nothing the candidate controls (no
+integer or alignment specialisation; misaligned or other-dtype outputs take the torch path), so no later
+call compiles anything; a launch that returns another compiled kernel than the one made at start fails the
+call; and every object between our call and the GPU that Python code could replace (the JIT function, its
+caches, the compiled kernel and its launcher, Triton's launch hooks, the classes' methods) is part of the
+patch detector's snapshot (:func:`watched`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import types
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+#: ``KB_FINGERPRINT=torch`` keeps the torch-operator path (for measuring one against the other, or a Triton
+#: that misbehaves on some GPU).
+FINGERPRINT_ENV = "KB_FINGERPRINT"
+#: Elements per program per step, and the most programs one launch uses (their partial sums, four float64 each,
+#: live in a buffer made once).
+BLOCK = 2048
+MAX_PROGRAMS = 4096
+#: Output dtypes the kernel is compiled for at start; any other takes the torch path.
+FUSED_DTYPES = (torch.float32,)
+
+try:  # the kernel is defined only where Triton imports (never needed on the CPU path)
+    import triton
+    import triton.language as tl
+except Exception:  # pragma: no cover - Triton is a dependency; a broken install only loses the fast path
+    triton = None
+    tl = None
+
+
+class FusedUnavailable(RuntimeError):
+    """The fused kernel cannot run here (no Triton, no CUDA, or turned off): the torch path is used."""
+
+
+class FusedTampered(RuntimeError):
+    """The fused kernel's launch did not run the kernel compiled at start: something replaced or recompiled it."""
+
+
+if triton is not None:
+    @triton.jit
+    def _hash32(x):
+        # The xor-shift-multiply hash of compare._hash32 on uint32 lanes (multiplication wraps modulo 2**32).
+        x = x ^ (x >> 16)
+        x = x * 0x7FEB352D
+        x = x ^ (x >> 15)
+        x = x * 0x846CA68B
+        return x ^ (x >> 16)
+
+    @triton.jit(do_not_specialize=["n", "period", "rot_a", "rot_c", "programs"])
+    def _fingerprint_partials(x_ptr, part_ptr, n, period, rot_a, rot_c, programs, BLOCK: tl.constexpr,
+                              CHUNK_BITS: tl.constexpr):
+        """Per program: the plain, weighted, absolute and squared sums of its share of the ``n`` elements.
+
+        Position p lies in chunk k = p >> CHUNK_BITS at i = p - (k << CHUNK_BITS); its weight is the first pattern's
+        sign at (i + offset(k) + rot_a) % period times the second pattern's at (i + rot_c) % period, offset(0) = 0,
+        offset(k) = hash(k) % chunk, the second pattern's positions starting at 2**31: compare.Fingerprinter's.
+        A step of BLOCK elements never straddles two chunks (BLOCK divides the chunk), so the chunk's offset and
+        the rotations' reductions are scalars, and each element costs two hashes and two compare-and-subtracts."""
+        pid = tl.program_id(0)
+        lanes = tl.arange(0, BLOCK)
+        s0 = tl.zeros([BLOCK], dtype=tl.float64)
+        s1 = tl.zeros([BLOCK], dtype=tl.float64)
+        s2 = tl.zeros([BLOCK], dtype=tl.float64)
+        s3 = tl.zeros([BLOCK], dtype=tl.float64)
+        step = programs.to(tl.int64) * BLOCK
+        start = pid.to(tl.int64) * BLOCK
+        n64 = n.to(tl.int64)
+        per = period.to(tl.int64)
+        while start < n64:
+            p = start + lanes
+            mask = p < n64
+            x = tl.load(x_ptr + p, mask=mask, other=0.0).to(tl.float64)
+            k = start >> CHUNK_BITS
+            i0 = start - (k << CHUNK_BITS)
+            hk = _hash32((k & 0xFFFFFFFF).to(tl.uint32)).to(tl.int64)
+            off = tl.where(k == 0, 0, hk & ((1 << CHUNK_BITS) - 1))
+            b1 = i0 + off + rot_a  # below three periods: two reductions
+            b1 = tl.where(b1 >= per, b1 - per, b1)
+            b1 = tl.where(b1 >= per, b1 - per, b1)
+            b2 = i0 + rot_c
+            b2 = tl.where(b2 >= per, b2 - per, b2)
+            r1 = b1.to(tl.int32) + lanes  # below two periods (a period shorter than a step is the whole output)
+            r1 = tl.where(r1 >= period, r1 - period, r1)
+            r2 = b2.to(tl.int32) + lanes
+            r2 = tl.where(r2 >= period, r2 - period, r2)
+            h = _hash32(r1.to(tl.uint32)) ^ _hash32(r2.to(tl.uint32) + 0x80000000)
+            w = (1 - 2 * (h >> 31).to(tl.int32)).to(tl.float64)
+            s0 += x
+            s1 += x * w
+            s2 += tl.abs(x)
+            s3 += x * x
+            start += step
+        base = part_ptr + pid.to(tl.int64) * 4
+        tl.store(base, tl.sum(s0, axis=0))
+        tl.store(base + 1, tl.sum(s1, axis=0))
+        tl.store(base + 2, tl.sum(s2, axis=0))
+        tl.store(base + 3, tl.sum(s3, axis=0))
+
+
+def interpreting() -> bool:
+    """Is Triton running kernels in its CPU interpreter (``TRITON_INTERPRET=1``, tests without a GPU)?"""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def wanted() -> bool:
+    """Is the fused path asked for (the default) rather than turned off with ``KB_FINGERPRINT=torch``?"""
+    return os.environ.get(FINGERPRINT_ENV, "").strip().lower() not in ("torch", "off", "0")
+
+
+class FusedSums:
+    """The compiled kernel and its partial-sums buffer for one CUDA device; made by :meth:`start` only."""
+
+    def __init__(self, device: torch.device, compiled: Any, partials: torch.Tensor, chunk: int):
+        self.device = device
+        self.chunk = chunk
+        self.compiled = compiled
+        self.partials = partials
+        self.launches = 0
+
+    @classmethod
+    def start(cls, device: torch.device, chunk: int) -> FusedSums:
+        """Compile and launch the kernel once on this device, for chunks of ``chunk`` elements (a power of two of at
+        least BLOCK). Call before any candidate code has run."""
+        if triton is None:
+            raise FusedUnavailable("Triton is not importable")
+        interpreted = device.type == "cpu" and interpreting()
+        if device.type != "cuda" and not interpreted:
+            raise FusedUnavailable("the fused fingerprint runs on CUDA devices only")
+        if chunk < BLOCK or chunk & (chunk - 1) or chunk > 1 << 30:
+            raise FusedUnavailable(f"chunks of {chunk} elements: the kernel needs a power of two from {BLOCK} to 2**30")
+        bits = chunk.bit_length() - 1
+        partials = torch.zeros(MAX_PROGRAMS * 4, dtype=torch.float64, device=device)
+        probe = torch.zeros(BLOCK, dtype=torch.float32, device=device)
+        if interpreted:  # tests on the CPU: Triton's interpreter, nothing compiled to compare launches against
+            _fingerprint_partials[(1,)](probe, partials, probe.numel(), probe.numel(), 0, 0, 1, BLOCK=BLOCK,
+                                        CHUNK_BITS=bits)
+            compiled = None
+        else:
+            with torch.cuda.device(device):
+                compiled = _fingerprint_partials[(1,)](probe, partials, probe.numel(), probe.numel(), 0, 0, 1,
+                                                      BLOCK=BLOCK, CHUNK_BITS=bits)
+            torch.cuda.synchronize(device)
+            if compiled is None:
+                raise FusedUnavailable("the fused fingerprint kernel did not compile")
+        engine = cls(device, compiled, partials, chunk)
+        _ENGINES.append(engine)
+        return engine
+
+    def accepts(self, f: torch.Tensor) -> bool:
+        """Flat outputs the compiled kernel serves as compiled: its device, a compiled dtype, 16-byte aligned."""
+        # Below 2**31 elements: a larger count is a 64-bit argument, another signature, a compile after candidate code.
+        return f.device == self.device and f.dtype in FUSED_DTYPES and f.data_ptr() % 16 == 0 \
+            and 0 < f.numel() < 2**31 - 1
+
+    def sums(self, f: torch.Tensor, rot_a: int, rot_c: int) -> torch.Tensor:
+        """(plain, weighted, 1-norm, sum of squares) of the flat, contiguous ``f`` as a float64 device tensor of 4,
+        with compare.Fingerprinter's weights for the rotations ``rot_a``, ``rot_c`` (below the period,
+        ``min(chunk, n)``)."""
+        n = f.numel()
+        period = min(self.chunk, n)
+        bits = self.chunk.bit_length() - 1
+        programs = max(1, min(MAX_PROGRAMS, -(-n // BLOCK)))
+        if self.compiled is None:  # the interpreter (tests on the CPU)
+            _fingerprint_partials[(programs,)](f, self.partials, n, period, rot_a, rot_c, programs, BLOCK=BLOCK,
+                                               CHUNK_BITS=bits)
+            self.launches += 1
+            return self.partials[:programs * 4].view(programs, 4).sum(dim=0)
+        with torch.cuda.device(self.device):
+            ran = _fingerprint_partials[(programs,)](f, self.partials, n, period, rot_a, rot_c, programs,
+                                                     BLOCK=BLOCK, CHUNK_BITS=bits)
+        if ran is not self.compiled:
+            raise FusedTampered("the fingerprint kernel launched was not the one compiled when the worker started")
+        self.launches += 1
+        return self.partials[:programs * 4].view(programs, 4).sum(dim=0)
+
+
+#: Every engine started in this process (one per device), for :func:`watched`.
+_ENGINES: list[FusedSums] = []
+
+_IMMUTABLE = (int, float, str, bytes, bool, type(None))
+
+
+def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]) -> None:
+    """Identity of ``obj`` and of what it holds, down containers and Triton's own objects (bounded)."""
+    if isinstance(obj, _IMMUTABLE):
+        out[path] = ("value", repr(obj)[:200])
+        return
+    out[path] = ("id", id(obj), id(getattr(obj, "__code__", None)))
+    if depth <= 0 or id(obj) in seen or len(out) > 5000:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        for k, v in list(obj.items()):
+            _walk(v, f"{path}[{k!r:.80}]", out, depth - 1, seen)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _walk(v, f"{path}[{i}]", out, depth - 1, seen)
+    elif (type(obj).__module__ or "").startswith("triton") and not isinstance(obj, (type, types.ModuleType)):
+        for k, v in list(getattr(obj, "__dict__", {}).items()):
+            _walk(v, f"{path}.{k}", out, depth - 1, seen)
+
+
+def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for k, v in list(vars(klass).items()):
+            if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
+                fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+                out[f"{path}<{klass.__qualname__}>.{k}"] = ("id", id(fn), id(getattr(fn, "__code__", None)))
+
+
+def watched() -> dict[str, tuple]:
+    """What the patch detector compares for the fused fingerprint (empty until an engine has started)."""
+    out: dict[str, tuple] = {}
+    if not _ENGINES or triton is None:
+        return out
+    kernel = _fingerprint_partials
+    _walk(kernel, "fingerprint kernel", out, 5, set())
+    _class_methods(type(kernel), "fingerprint kernel", out)
+    for i, engine in enumerate(_ENGINES):
+        _walk(engine.compiled, f"fingerprint compiled[{i}]", out, 3, set())
+        _class_methods(type(engine.compiled), f"fingerprint compiled[{i}]", out)
+        run = getattr(engine.compiled, "run", None)
+        if run is not None and not isinstance(run, types.BuiltinFunctionType):
+            _class_methods(type(run), f"fingerprint launcher[{i}]", out)
+        out[f"fingerprint engine[{i}]"] = ("id", id(engine.compiled), id(engine.partials))
+    runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime_knobs is not None:
+        for name in dir(runtime_knobs):
+            if name.endswith("_hook"):
+                try:
+                    value = getattr(runtime_knobs, name)
+                except Exception:
+                    continue
+                _walk(value, f"triton.knobs.runtime.{name}", out, 3, set())  # a hook chain's calls too
+    from triton.runtime import driver as driver_mod
+
+    drv = getattr(driver_mod, "driver", None)
+    active = getattr(drv, "active", None)
+    out["triton driver"] = ("id", id(drv), id(active))
+    return out

@@ -1,0 +1,164 @@
+"""The one-pass fingerprint kernel (kernelbench.evaluation.fingerprint_kernel) on the CPU, in Triton's interpreter.
+
+Each check runs in a child process: the interpreter needs TRITON_INTERPRET=1 before the kernel is defined. The
+kernel must give the torch path's sums (the same weights, rotated per chunk and per call), leave what it cannot
+serve to the torch path, and show the patch detector every object between the fingerprint and the launch.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PRELUDE = """
+import torch
+from kernelbench.evaluation import compare, fingerprint_kernel as fk
+from kernelbench.evaluation.guards import runtime as rt
+
+def pair(chunk):
+    plain = compare.Fingerprinter(chunk)
+    fused = compare.Fingerprinter(chunk)
+    fused.fused = fk.FusedSums.start(torch.device("cpu"), chunk)
+    return plain, fused
+
+def close(a, b, rel=1e-12):
+    assert len(a) == len(b), (a, b)
+    for x, y in zip(a, b):
+        assert abs(x - y) <= rel * max(1.0, abs(x)), (a, b)
+"""
+
+
+def run_child(body: str, env_extra: dict[str, str] | None = None) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    code = PRELUDE + textwrap.dedent(body) + "\nprint('CHILD-OK')\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=str(ROOT))
+    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_sums_and_bounds_equal_the_torch_path_across_chunks_sizes_and_keys():
+    run_child("""
+        torch.manual_seed(0)
+        cases = [(5000, 1 << 24), (3 * 4096 + 123, 4096), (100, 4096), (2 * 4096, 4096), (70000, 1 << 24),
+                 (5 * 2048 + 1, 2048), (1, 4096)]
+        for n, chunk in cases:
+            plain, fused = pair(chunk)
+            x = torch.randn(n) * 3 + 1
+            for key in (0, 7, 12345, 2**40 + 3):
+                s1, b1 = plain.measure([x], (1e-2, 1e-3), key=key)
+                s2, b2 = fused.measure([x], (1e-2, 1e-3), key=key)
+                close(s1, s2)
+                close(b1, b2)
+                close(plain.measure([x], key=key)[0], fused.measure([x], key=key)[0])
+            assert fused.fused.launches > 0
+    """)
+
+
+def test_a_weighted_sum_changes_with_the_key_and_a_changed_element_moves_it():
+    run_child("""
+        torch.manual_seed(1)
+        _, fused = pair(4096)
+        x = torch.randn(3 * 4096 + 5)
+        w = [fused.measure([x], key=k)[0][1] for k in range(6)]
+        assert len({round(v, 9) for v in w}) == 6, w
+        y = x.clone()
+        y[4096 * 2 + 17] += 0.5
+        a, b = fused.measure([x], key=3)[0], fused.measure([y], key=3)[0]
+        assert abs(a[0] + 0.5 - b[0]) < 1e-9 and abs(abs(a[1] - b[1]) - 0.5) < 1e-9, (a, b)
+    """)
+
+
+def test_what_the_kernel_cannot_serve_takes_the_torch_path_with_the_same_sums():
+    run_child("""
+        torch.manual_seed(2)
+        plain, fused = pair(4096)
+        base = torch.randn(9001)
+        others = [base.double(), base.half(), (base * 100).to(torch.int32), torch.zeros(0),
+                  base[1:],  # 4 bytes past an aligned start: not 16-byte aligned
+                  torch.view_as_real(torch.randn(300, dtype=torch.complex64)).reshape(-1)]
+        assert not any(fused.fused.accepts(t.reshape(-1)) for t in others[:5])
+        before = fused.fused.launches
+        close(plain.measure(others[:5], (1e-3, 1e-3), key=9)[0], fused.measure(others[:5], (1e-3, 1e-3), key=9)[0])
+        assert fused.fused.launches == before, "none of these may reach the kernel"
+        mixed = [base, base.half(), torch.randn(77, 3).t()]  # float32, float16 and a transposed view (copied flat)
+        s1, b1 = plain.measure(mixed, (1e-3, 1e-3), key=4)
+        s2, b2 = fused.measure(mixed, (1e-3, 1e-3), key=4)
+        close(s1, s2)
+        close(b1, b2)
+        assert fused.fused.launches == before + 2
+    """)
+
+
+def test_the_patch_detector_sees_hooks_and_replaced_parts_of_the_launch_path_and_nothing_after_honest_use():
+    run_child("""
+        import triton
+        from triton.runtime import jit
+        _, fused = pair(4096)
+        before = rt.PatchSnapshot.take()
+        assert any(k.startswith("fingerprint kernel") for k in before.entries)
+        assert any(k.startswith("triton.knobs.runtime.") for k in before.entries)
+        for k in range(4):
+            fused.measure([torch.randn(5000 + k)], (1e-2, 1e-2), key=k)
+        assert before.changes(rt.PatchSnapshot.take()) == []
+
+        def changed_by(patch, undo):
+            patch()
+            try:
+                return before.changes(rt.PatchSnapshot.take())
+            finally:
+                undo()
+                assert before.changes(rt.PatchSnapshot.take()) == []
+
+        knobs = triton.knobs.runtime
+        old_hook = knobs.launch_enter_hook
+        got = changed_by(lambda: setattr(knobs, "launch_enter_hook", lambda *a: None),
+                         lambda: setattr(knobs, "launch_enter_hook", old_hook))
+        assert "triton.knobs.runtime.launch_enter_hook" in got, got
+        kernel = fk._fingerprint_partials
+        old_fn = kernel.fn
+        got = changed_by(lambda: setattr(kernel, "fn", lambda *a: None), lambda: setattr(kernel, "fn", old_fn))
+        assert "fingerprint kernel.fn" in got, got
+        cls = type(kernel)
+        name = "run" if "run" in vars(cls) else next(n for n, v in vars(cls).items() if callable(v))
+        old_run = vars(cls)[name]
+        got = changed_by(lambda: setattr(cls, name, lambda self, *a, **k: None), lambda: setattr(cls, name, old_run))
+        assert any(f".{name}" in k for k in got), got
+        old_watched = fk.watched
+        got = changed_by(lambda: setattr(fk, "watched", lambda: {}), lambda: setattr(fk, "watched", old_watched))
+        assert "kernelbench.evaluation.fingerprint_kernel.watched" in got, got
+    """)
+
+
+def test_turned_off_by_the_environment_and_unavailable_off_cuda():
+    run_child("""
+        fp = compare.Fingerprinter()
+        assert fp.enable_fused(torch.device("cpu")) is False and fp.fused is None
+    """, {"KB_FINGERPRINT": "torch"})
+    run_child("""
+        import os
+        os.environ.pop("TRITON_INTERPRET")
+        try:
+            fk.FusedSums.start(torch.device("cpu"), 1 << 24)
+        except fk.FusedUnavailable as e:
+            assert "CUDA" in str(e)
+        else:
+            raise AssertionError("started on the CPU without the interpreter")
+        for bad in (1000, 3 << 20, 1024):
+            try:
+                os.environ["TRITON_INTERPRET"] = "1"
+                fk.FusedSums.start(torch.device("cpu"), bad)
+            except fk.FusedUnavailable as e:
+                assert "power of two" in str(e)
+            else:
+                raise AssertionError(f"accepted chunks of {bad}")
+    """)
