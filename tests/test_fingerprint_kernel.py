@@ -162,3 +162,38 @@ def test_turned_off_by_the_environment_and_unavailable_off_cuda():
             else:
                 raise AssertionError(f"accepted chunks of {bad}")
     """)
+
+
+def test_candidate_caches_are_seeded_from_the_trusted_cache_only_with_whole_entries(tmp_path, monkeypatch):
+    from kernelbench.evaluation import fingerprint_kernel as fk
+
+    monkeypatch.setenv("KERNELBENCH_CACHE_DIR", str(tmp_path / "kb" / "extensions"))
+    trusted = fk.trusted_cache_dir()
+    assert trusted == tmp_path / "kb" / "triton-fingerprint"
+    dest = tmp_path / "scratch" / ".triton" / "cache"
+    assert fk.seed_cache(dest) == 0 and not dest.exists(), "nothing to copy before a reference worker compiled"
+    entry = trusted / ("A" * 43)
+    entry.mkdir(parents=True)
+    (entry / "_fingerprint_partials.cubin").write_bytes(b"\x7fELF cubin")
+    (entry / "tmp.pid_12_abc").write_bytes(b"half written")
+    (trusted / "not-an-entry.txt").write_text("x")
+    (trusted / "..odd").mkdir()
+    assert fk.seed_cache(dest) == 1
+    assert (dest / entry.name / "_fingerprint_partials.cubin").read_bytes() == b"\x7fELF cubin"
+    assert not (dest / entry.name / "tmp.pid_12_abc").exists()
+    assert sorted(p.name for p in dest.iterdir()) == [entry.name]
+
+
+def test_the_trusted_cache_applies_only_inside_the_block(monkeypatch, tmp_path):
+    from kernelbench.evaluation import fingerprint_kernel as fk
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/private/one")
+    with fk.triton_cache(tmp_path):
+        assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path)
+    assert os.environ["TRITON_CACHE_DIR"] == "/private/one"
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    with fk.triton_cache(tmp_path):
+        assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path)
+    assert "TRITON_CACHE_DIR" not in os.environ
+    with fk.triton_cache(None):
+        assert "TRITON_CACHE_DIR" not in os.environ

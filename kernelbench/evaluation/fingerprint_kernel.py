@@ -22,9 +22,14 @@ patch detector's snapshot (:func:`watched`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
+import shutil
 import types
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -116,6 +121,67 @@ if triton is not None:
         tl.store(base + 1, tl.sum(s1, axis=0))
         tl.store(base + 2, tl.sum(s2, axis=0))
         tl.store(base + 3, tl.sum(s3, axis=0))
+
+
+#: Triton names a cache entry's folder by a hash of what it holds.
+_ENTRY = re.compile(r"[A-Za-z0-9_-]{16,128}")
+
+
+def trusted_cache_dir() -> Path:
+    """The Triton cache the reference workers (trusted code only) compile the fingerprint kernel into: beside the
+    extension cache, never shown to a sandbox."""
+    from kernelbench.evaluation import compile_cache
+
+    return compile_cache.base_root().parent / "triton-fingerprint"
+
+
+@contextlib.contextmanager
+def triton_cache(path: Path | None) -> Iterator[None]:
+    """Triton's cache folder is ``path`` inside the block (Triton reads ``TRITON_CACHE_DIR`` as it compiles)."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = old
+
+
+def seed_cache(dest: Path, owner: tuple[int, int] | None = None) -> int:
+    """Copy the trusted cache's entries into a new candidate worker's private Triton cache, before the worker starts.
+
+    Without them every candidate worker compiles the kernel (and Triton's launcher, with a C compiler) afresh when
+    it creates its CUDA context: seconds of CPU per worker. Only trusted processes write the source folder, so what
+    the worker finds there is what a reference worker built; the worker may overwrite its own copy, which no other
+    worker sees. Returns the entries copied (0 while no reference worker has compiled yet)."""
+    src = trusted_cache_dir()
+    try:
+        entries = [e for e in src.iterdir() if e.is_dir() and _ENTRY.fullmatch(e.name)]
+    except OSError:
+        return 0
+    copied = 0
+    for entry in entries:
+        target = dest / entry.name
+        try:
+            shutil.copytree(entry, target, ignore=shutil.ignore_patterns("tmp*", "*.tmp*"))
+        except (OSError, shutil.Error):
+            shutil.rmtree(target, ignore_errors=True)
+            continue
+        copied += 1
+    if owner is not None and copied:
+        for root, dirs, files in os.walk(dest):
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                with contextlib.suppress(OSError):
+                    os.chown(name, *owner)
+        for parent in (dest, dest.parent):
+            with contextlib.suppress(OSError):
+                os.chown(parent, *owner)
+    return copied
 
 
 def interpreting() -> bool:

@@ -139,9 +139,15 @@ class WorkerProcess:
         self.after_exit: Callable[[WorkerProcess], None] | None = None
         env = dict(env)
         if confinement is not None or role in ("candidate", "compile"):
-            self.dirs = WorkerDirs.create(role, sandbox_owner() if confinement is not None else None)
+            owner = sandbox_owner() if confinement is not None else None
+            self.dirs = WorkerDirs.create(role, owner)
             cwd = str(self.dirs.scratch)
             env.update(private_environment(self.dirs, confinement))
+            if role == "candidate" and device.startswith("cuda"):
+                from kernelbench.evaluation import fingerprint_kernel
+
+                # The fingerprint kernel a trusted reference worker compiled: its Init loads it instead of compiling.
+                fingerprint_kernel.seed_cache(Path(env["TRITON_CACHE_DIR"]), owner)
         elif cwd is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix=f"kb-{role}-")
             cwd = self._tmpdir.name

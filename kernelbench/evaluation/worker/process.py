@@ -131,8 +131,19 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self._event_sync = torch._C._CudaEventBase.synchronize
             self.stream = torch.cuda.current_stream(self.device)
             if self.role in ("candidate", "reference"):
-                # Compiled and launched now, before any candidate code exists in this process (fingerprint_kernel).
-                self.fingerprinter.enable_fused(self.device)
+                # Compiled and launched now, before any candidate code exists in this process (fingerprint_kernel):
+                # a reference worker (trusted) compiles into the shared trusted cache that seeds candidates' caches.
+                from kernelbench.evaluation import fingerprint_kernel
+
+                trusted = None
+                if self.role == "reference":
+                    trusted = fingerprint_kernel.trusted_cache_dir()
+                    try:
+                        trusted.mkdir(parents=True, exist_ok=True)
+                    except OSError:
+                        trusted = None
+                with fingerprint_kernel.triton_cache(trusted):
+                    self.fingerprinter.enable_fused(self.device)
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None
