@@ -32,6 +32,9 @@
 #                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
 #                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100;
 #                 KB_SANDBOX=off|require|auto, default auto: candidates sandboxed where the sandbox works)
+#   fingerprint-ab  issue 25: bench_evaluator.py over official level $KB_LEVELS (default 2), problems $KB_PROBLEM_IDS
+#                 (default the first $KB_THROUGHPUT_N, 40), with the timed calls' fingerprint through torch operators
+#                 (KB_FINGERPRINT=torch), then through the one-pass kernel: per-stage means before and after
 #   timing-profile  scripts/profile_timing_stage.py: where a timing stage's time goes between forwards, piece by
 #                 piece (official level $KB_LEVELS, default 2, problems 1-10, each with the fingerprint through torch
 #                 operators and with the one-pass kernel; KB_FINGERPRINTERS="previous torch current" adds the one
@@ -205,6 +208,14 @@ for phase in "${phases[@]}"; do
         run "throughput-$mode" python3 scripts/bench_evaluator.py --source directory \
           --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $ids $flag \
           --sandbox "${KB_SANDBOX:-auto}" --out "$OUT/bench_throughput_${mode}_L${KB_LEVELS:-2}.json"
+      done ;;
+    fingerprint-ab)
+      ids=${KB_PROBLEM_IDS:-$(seq -s ' ' 1 "${KB_THROUGHPUT_N:-40}")}
+      for path in torch fused; do
+        # shellcheck disable=SC2086
+        KB_FINGERPRINT=$path run "fingerprint-ab-$path" python3 scripts/bench_evaluator.py --source directory \
+          --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $ids \
+          --sandbox "${KB_SANDBOX:-auto}" --out "$OUT/bench_fingerprint_${path}_L${KB_LEVELS:-2}.json"
       done ;;
     timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
