@@ -346,6 +346,31 @@ def test_flatten_keeps_no_reference_cycle_to_the_outputs():
         gc.enable()
 
 
+def test_comparing_outputs_keeps_no_reference_cycle_to_either_sides_tensors():
+    """The reference compares multi-gigabyte outputs five times per job: a cycle holding them (the comparison's
+    walker was a closure calling itself, holding both sides' tensors) kept each trial's copies alive until the
+    cyclic collector ran, and official level-1 problems of 7.5 GB tensors ran out of memory on an 80 GB H100."""
+    import gc
+    import weakref
+
+    from kernelbench.evaluation import compare, transport
+
+    gc.disable()
+    try:
+        ref_out = (torch.ones(3), [torch.zeros(2), 1.5])
+        cand = (torch.ones(3), [torch.zeros(2), 1.5])
+        tree, leaves = transport.flatten(cand)
+        probes = [weakref.ref(t) for t in leaves] + [weakref.ref(ref_out[0]), weakref.ref(ref_out[1][0])]
+        assert compare.compare_outputs(tree, leaves, ref_out, 1e-5, 1e-5).ok
+        bad = [torch.ones(3), torch.ones(2)]
+        assert not compare.compare_outputs(tree, bad, ref_out, 1e-5, 1e-5).ok
+        probes.append(weakref.ref(bad[1]))
+        del cand, leaves, ref_out, bad
+        assert [p() is None for p in probes] == [True] * len(probes)
+    finally:
+        gc.enable()
+
+
 def test_launch_cushion_default_override_and_bad_values():
     assert timing.launch_cushion_us({}) == timing.LAUNCH_CUSHION_US > 0
     assert timing.launch_cushion_us({timing.LAUNCH_CUSHION_ENV: " "}) == timing.LAUNCH_CUSHION_US

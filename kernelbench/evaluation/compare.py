@@ -155,9 +155,22 @@ def compare_outputs(cand_tree: Any, cand_tensors: list[torch.Tensor], ref_output
                     atol: float, rtol: float) -> Comparison:
     """Compare a received candidate output (tree + leaves) with the reference output object."""
     ref_tree, ref_leaves = flatten(ref_output)
-    worst = Comparison(True, None, 0.0, 0.0)
+    walk = _OutputWalk(cand_tensors, ref_leaves, atol, rtol)
+    res = walk.compare(cand_tree, ref_tree, "output")
+    return res if res is not None else walk.worst
 
-    def walk(ct: Any, rt: Any, path: str) -> Comparison | None:
+
+class _OutputWalk:
+    """One comparison's walk over both output trees. A class, not a closure calling itself: such a closure is a
+    reference cycle, and it held both sides' tensors (gigabytes, five trials a job) until the cyclic collector
+    ran, which ran official level-1 problems of 7.5 GB tensors out of memory on an 80 GB GPU."""
+
+    def __init__(self, cand_tensors: list[torch.Tensor], ref_leaves: list, atol: float, rtol: float):
+        self.cand_tensors, self.ref_leaves = cand_tensors, ref_leaves
+        self.atol, self.rtol = atol, rtol
+        self.worst = Comparison(True, None, 0.0, 0.0)
+
+    def compare(self, ct: Any, rt: Any, path: str) -> Comparison | None:
         if not isinstance(ct, dict) or ct.get("t") != rt.get("t"):
             return Comparison(False, f"{path}: candidate returned {describe_structure(ct)}, "
                                      f"reference returns {describe_structure(rt)}")
@@ -168,34 +181,31 @@ def compare_outputs(cand_tree: Any, cand_tensors: list[torch.Tensor], ref_output
                 return Comparison(False, f"{path}: candidate returned {describe_structure(ct)}, "
                                          f"reference returns {describe_structure(rt)}")
             for k, (a, b) in enumerate(zip(ci, ri)):
-                res = walk(a, b, f"{path}[{k}]")
+                res = self.compare(a, b, f"{path}[{k}]")
                 if res is not None:
                     return res
             return None
         if t == "scalar":
             a, b = ct.get("v"), rt.get("v")
             if isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
-                if math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
+                if math.isclose(a, b, rel_tol=self.rtol, abs_tol=self.atol):
                     return None
             elif a == b:
                 return None
             return Comparison(False, f"{path}: got {a!r}, expected {b!r}")
         if t == "tensor":
             i = ct.get("i")
-            if not isinstance(i, int) or not 0 <= i < len(cand_tensors):
+            if not isinstance(i, int) or not 0 <= i < len(self.cand_tensors):
                 return Comparison(False, f"{path}: malformed tensor reference")
             if ct.get("cls") != "torch.Tensor":
                 return Comparison(False, f"{path} is a {ct.get('cls')}, not a plain torch.Tensor")
-            res = compare_tensor(cand_tensors[i], ref_leaves[rt["i"]], atol, rtol, path)
+            res = compare_tensor(self.cand_tensors[i], self.ref_leaves[rt["i"]], self.atol, self.rtol, path)
             if not res.ok:
                 return res
-            worst.max_abs_error = max(worst.max_abs_error or 0.0, res.max_abs_error or 0.0)
-            worst.max_rel_error = max(worst.max_rel_error or 0.0, res.max_rel_error or 0.0)
+            self.worst.max_abs_error = max(self.worst.max_abs_error or 0.0, res.max_abs_error or 0.0)
+            self.worst.max_rel_error = max(self.worst.max_rel_error or 0.0, res.max_rel_error or 0.0)
             return None
         return Comparison(False, f"{path}: unsupported output type {rt.get('type')}")
-
-    res = walk(cand_tree, ref_tree, "output")
-    return res if res is not None else worst
 
 
 def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
