@@ -213,6 +213,8 @@ class FusedSums:
         interpreted = device.type == "cpu" and interpreting()
         if device.type != "cuda" and not interpreted:
             raise FusedUnavailable("the fused fingerprint runs on CUDA devices only")
+        if device.type == "cuda" and device.index is None:  # outputs name their device's index
+            device = torch.device("cuda", torch.cuda.current_device())
         if chunk < BLOCK or chunk & (chunk - 1) or chunk > 1 << 30:
             raise FusedUnavailable(f"chunks of {chunk} elements: the kernel needs a power of two from {BLOCK} to 2**30")
         bits = chunk.bit_length() - 1
