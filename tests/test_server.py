@@ -107,6 +107,7 @@ def problems(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("problems")
     (root / "level1").mkdir()
     (root / "level1" / "1_Scaled_relu.py").write_text(PROBLEM)
+    (root / "level1" / "2_Scaled_relu_48.py").write_text(PROBLEM.replace("N = 64", "N = 48"))  # another reference
     return root
 
 
@@ -116,7 +117,7 @@ def server(tmp_path_factory, problems):
     # do), so the killed-evaluator test shows that the server kills them. The other servers here use the sandbox.
     s = Server(tmp_path_factory.mktemp("srv"), "--max-queue", "5", "--max-batch", "8", "--max-source-bytes", "4096",
                "--max-request-bytes", "65536", "--kill-grace", "6", "--allow-reference-source", "--no-sandbox",
-               problems=problems)
+               "--affinity-window", "60", problems=problems)
     yield s
     assert s.stop(), s.output()
 
@@ -242,6 +243,31 @@ def test_blocking_call_by_source_and_reduced_size(server, client):
     assert client.wait("taken", timeout_s=120).correct
 
 
+def _reuses(server) -> tuple[int, int]:
+    """The one device's reference reuses and affinity picks, from /health."""
+    dev = server.health()["devices"][0]
+    return dev["reference_reuses"], dev["affinity_picks"]
+
+
+def test_a_free_device_takes_the_problem_it_just_ran_first(server, client):
+    """Problem affinity through the real dispatch: after a job of problem 1 finishes, the device takes the later job
+    of problem 1 ahead of the older one of problem 2 (its evaluator keeps problem 1's reference), and counts it."""
+    before = _reuses(server)
+    metrics_before = client.metrics()
+    a1, b1, a2 = client.submit_batch([make_request(HONEST, level=1, problem_id=p, backend="torch", correctness_trials=2,
+                                                   sample_id=i) for i, p in enumerate((1, 2, 1))])
+    infos = {}
+    for name, job in (("a1", a1), ("b1", b1), ("a2", a2)):
+        assert client.wait(job.id, timeout_s=120, collect=False).correct
+        infos[name] = client.collect(job.id)
+    assert infos["a1"].started_at < infos["a2"].started_at < infos["b1"].started_at
+    reuses, picks = _reuses(server)
+    assert picks - before[1] == 1 and reuses - before[0] >= 1  # a2 (a1 too if the device's last job was problem 1)
+    assert server.health()["devices"][0]["reference"] == "level 1 problem 2"
+    name = 'kernelbench_server_affinity_picks_total{device="cpu"}'
+    assert _sample(client.metrics(), name) - _sample(metrics_before, name) == 1
+
+
 def _alive(pid: int, started: str) -> bool:
     """The very process (same start time) still exists and is not a zombie."""
     try:
@@ -273,6 +299,10 @@ def test_killed_evaluator_process_loses_no_request(server, client):
     process, the job queued behind it is judged too, and the orphaned workers (the hung one too) are killed."""
     from kernelbench.server.device import descendants
 
+    # The device holds problem 1's reference; the hung job (problem 1) is a reuse, its second attempt on the new
+    # process is not (the key dies with the process), and the job behind it is again.
+    assert client.evaluate(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2)).correct
+    reuses = _reuses(server)[0]
     hung = client.submit(make_request(HANGS, level=1, problem_id=1, backend="torch", timeout_s=4))
     other = client.submit(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2))
     restarts = server.health()["devices"][0]["restarts"]
@@ -289,6 +319,7 @@ def test_killed_evaluator_process_loses_no_request(server, client):
     assert client.wait(other.id, timeout_s=120).correct
     dev = server.health()["devices"][0]
     assert dev["restarts"] == restarts + 1 and dev["pid"] != busy["pid"]
+    assert dev["reference_reuses"] - reuses == 2, (reuses, dev)
     assert not [pid for pid, started in tree.items() if _alive(pid, started)]
     after = client.metrics()
     for kind in ("requeued", "device_died"):
@@ -308,7 +339,9 @@ def test_wedged_evaluator_is_killed_at_the_deadline(server, client):
     r = client.wait(job.id, timeout_s=60)
     assert time.monotonic() - started < 30
     assert r.error.stage == Stage.TIMEOUT and "did not finish within its timeout of 2 s" in r.error.message
+    reuses = _reuses(server)[0]
     assert client.evaluate(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2)).correct
+    assert _reuses(server)[0] == reuses  # the killed process's reference is gone with it
     assert server.health()["devices"][0]["restarts"] == restarts + 1
     with pytest.raises(ProcessLookupError):
         os.kill(busy["pid"], 0)  # killed, not left stopped
@@ -316,7 +349,7 @@ def test_wedged_evaluator_is_killed_at_the_deadline(server, client):
 
 def test_problems_endpoint_and_the_example_rl_loop(server, client):
     listed = client.problems()
-    assert listed.problem_set == "directory" and [(p.level, p.problem_id) for p in listed.problems] == [(1, 1)]
+    assert listed.problem_set == "directory" and [(p.level, p.problem_id) for p in listed.problems] == [(1, 1), (1, 2)]
     one = client.problem(1, 1)
     assert one.code == PROBLEM and one.name == "1_Scaled_relu" and not one.reduced_size
     r = httpx.get(server.url + "/v1/problems/1/5")
@@ -339,7 +372,8 @@ def test_health_and_metrics(server, client):
                    'kernelbench_server_evaluations_total{verdict="correctness"}',
                    'kernelbench_server_stage_seconds_count{stage="queue_wait"}',
                    'kernelbench_server_events_total{kind="rejected_queue_full"}',
-                   'kernelbench_server_device_evaluations{device="cpu"}'):
+                   'kernelbench_server_device_evaluations{device="cpu"}',
+                   'kernelbench_server_reference_reuses_total{device="cpu"}', "kernelbench_server_affinity_window_seconds 60"):
         assert needle in m, needle
     rate = next(float(line.split()[-1]) for line in m.splitlines()
                 if line.startswith("kernelbench_server_evaluations_per_minute "))
