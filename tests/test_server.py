@@ -471,16 +471,31 @@ def test_shutdown_while_busy_saves_work_and_a_restart_finishes_it(tmp_path, prob
 @pytest.mark.slow
 def test_load_script_loses_nothing(tmp_path):
     """scripts/bench_server.py (the GPU load test) in its CPU form: several clients, every result back."""
-    out = tmp_path / "bench.json"
+    out, progress = tmp_path / "bench.json", tmp_path / "progress.json"
     script = Path(__file__).resolve().parents[1] / "scripts" / "bench_server.py"
-    proc = subprocess.run([sys.executable, str(script), "--gpus", "cpu", "--level", "1", "--problem-id", "8",
-                           "--reduced-size", "--candidates", "reference", "--requests", "3", "--clients", "3",
+    proc = subprocess.run([sys.executable, str(script), "--gpus", "cpu", "--level", "1", "--problem-id", "8", "12",
+                           "--reduced-size", "--candidates", "reference", "--requests", "4", "--clients", "2",
+                           "--group-size", "2", "--progress", str(progress), "--progress-every", "0.5",
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
-    assert report["results"] == 3 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
-    assert report["verdicts"] == {"correct (reduced size)": 3}
+    assert report["results"] == 4 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
+    assert report["verdicts"] == {"correct (reduced size)": 4}
+    # --group-size 2: two consecutive requests per problem; the server's counters of reference reuses come back.
+    assert report["group_size"] == 2 and [r["problem_id"] for r in report["rows"]] == [8, 8, 12, 12]
+    assert report["reference_reuses"] >= 1 and report["affinity_window_s"] == 10
+    assert report["stage_means_s"]["evaluation"] > 0
+    done = json.loads(progress.read_text())
+    assert done["state"] == "done" and done["results"] == 4 and done["lost"] == 0 and done["group_size"] == 2
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bench.json", "progress.json"]  # no temp file left
+
+
+def test_load_script_refuses_a_bad_group_size(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_server.py"
+    proc = subprocess.run([sys.executable, str(script), "--group-size", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--group-size must be at least 1; got 0" in proc.stderr
 
 
 def test_device_specs_and_metrics_arithmetic():
