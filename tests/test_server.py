@@ -3,7 +3,8 @@
 Bad input (400/401/404/409/413 with the reason), a full queue (429 with Retry-After), verdicts through the
 blocking call, submit-and-poll and the client, a candidate the guards refuse or that hangs, an evaluator
 process killed mid-job (the job is re-queued and no other result is lost), a wedged evaluation killed at its
-deadline, and a shutdown while busy (unfinished work saved and finished after a restart).
+deadline, problem affinity through the real dispatch (and its key forgotten when the evaluator process dies), and a
+shutdown while busy (unfinished work saved and finished after a restart).
 
 The problems are tiny (a 32x64 scaled ReLU) so that each evaluation takes about two seconds on two cores.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kbtesting import SCALED_RELU_PROBLEM, scaled_relu_candidate
+from kbtesting import BROKEN_INPUTS_PROBLEM, SCALED_RELU_PROBLEM, scaled_relu_candidate
 
 from kernelbench.results import KernelResult, Stage
 from kernelbench.server.client import EvalClient, ServerError, make_request
@@ -266,6 +267,12 @@ def test_a_free_device_takes_the_problem_it_just_ran_first(server, client):
     assert server.health()["devices"][0]["reference"] == "level 1 problem 2"
     name = 'kernelbench_server_affinity_picks_total{device="cpu"}'
     assert _sample(client.metrics(), name) - _sample(metrics_before, name) == 1
+    # A reference that cannot be set up is not kept: the next job of that problem is no reuse.
+    before = _reuses(server)
+    for i in range(2):
+        r = client.evaluate(make_request(HONEST, reference_source=BROKEN_INPUTS_PROBLEM, backend="torch", sample_id=i))
+        assert not r.correct and "inputs cannot be made" in r.error.message, r.error
+    assert _reuses(server) == before and server.health()["devices"][0]["reference"] is None
 
 
 def _alive(pid: int, started: str) -> bool:
