@@ -77,6 +77,17 @@
 #   server        kernelbench serve on every GPU: its GPU test, then scripts/bench_server.py (KB_SERVER_REQUESTS,
 #                 default 96, level-2 requests from 16 clients, about 4 s each on one H100, so the phase fits a
 #                 10-minute call; none may be lost); needs fastapi, uvicorn and httpx (wheels in .whl/ if absent)
+#   server-start  issue 25's load test, which outlives one device call: scripts/bench_server.py (its own server on
+#                 every visible GPU) started under setsid nohup from a snapshot of kernelbench/, scripts/ and the
+#                 carried wheels in $KB_LOAD_DIR (default /tmp/kb-load, outside $OUT), and the phase returns at once:
+#                 KB_SERVER_REQUESTS (default 500) level-2 requests from KB_SERVER_CLIENTS (default 16) clients,
+#                 KB_SERVER_GROUP consecutive requests per problem (default 1), KB_AFFINITY_WINDOW (default: the
+#                 server's), KB_SERVER_EXTRA (more bench_server.py arguments, e.g. --gpus 0), killed after
+#                 KB_SERVER_LIMIT_S (default 1800). The run goes on between calls while the
+#                 machine stays warm (30 s idle, 30 minutes held); a later call cannot start another one meanwhile
+#   server-wait   waits up to KB_SERVER_WAIT_S (default 540) for that run, printing its progress (results so far, lost,
+#                 evaluations per minute) every 30 s, then copies its log and progress, and once it is done its JSON
+#                 (bench_server.json) into $OUT; call it again while the run goes on
 #   bench         identity + repeat + builds
 #   all           tests + bench + baselines
 #
@@ -263,6 +274,79 @@ for phase in "${phases[@]}"; do
     server) run server-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_server_gpu.py
             run server-load python3 scripts/bench_server.py --requests "${KB_SERVER_REQUESTS:-96}" --clients 16 --level 2 \
               --out "$OUT/bench_server.json" ;;
+    server-start)
+      load=${KB_LOAD_DIR:-/tmp/kb-load}
+      if [ -f "$load/pid" ] && [ ! -f "$load/rc" ] && kill -0 "$(cat "$load/pid")" 2>/dev/null; then
+        echo "server-start: a load test is still running (pid $(cat "$load/pid"), $load): run server-wait" \
+          | tee "$OUT/server-start.log" >&2
+        status=1
+      else
+        # A snapshot of the code and of the carried wheels: the next device call copies the working tree again and
+        # reinstalls .whl/ into /tmp/kb-site, and the run's new worker processes must not import files mid-copy.
+        rm -rf "$load" && mkdir -p "$load/src"
+        cp -r kernelbench scripts pyproject.toml "$load/src/"
+        [ -d /tmp/kb-site ] && cp -r /tmp/kb-site "$load/site"
+        extra=()
+        [ -z "${KB_AFFINITY_WINDOW:-}" ] || extra=(--server-arg=--affinity-window "--server-arg=$KB_AFFINITY_WINDOW")
+        # shellcheck disable=SC2016,SC2086
+        PYTHONPATH=$load/src:$load/site:$PYTHONPATH setsid nohup bash -c 'echo $$ > "$0/pid"; cd "$0/src" || exit 2
+          timeout --signal=INT --kill-after=60 "$1" python3 scripts/bench_server.py --progress "$0/progress.json" \
+            --out "$0/bench_server.json" "${@:2}"
+          echo $? > "$0/rc"' "$load" "${KB_SERVER_LIMIT_S:-1800}" --requests "${KB_SERVER_REQUESTS:-500}" \
+          --clients "${KB_SERVER_CLIENTS:-16}" --level 2 --group-size "${KB_SERVER_GROUP:-1}" "${extra[@]}" \
+          ${KB_SERVER_EXTRA:-} \
+          >"$load/bench_server.log" 2>&1 </dev/null &
+        sleep 5  # a run that cannot even start says so now, not one call later
+        { echo "server-start: scripts/bench_server.py running in the background (pid $(cat "$load/pid" 2>/dev/null)),"
+          echo "  ${KB_SERVER_REQUESTS:-500} requests, ${KB_SERVER_CLIENTS:-16} clients, level 2, group size" \
+            "${KB_SERVER_GROUP:-1}, window ${KB_AFFINITY_WINDOW:-default} ${KB_SERVER_EXTRA:-}"
+          echo "  log, progress and JSON under $load; collect with the server-wait phase"; } | tee "$OUT/server-start.log"
+        if [ -f "$load/rc" ]; then
+          echo "server-start: the run already ended with status $(cat "$load/rc"):" | tee -a "$OUT/server-start.log"
+          tail -n 25 "$load/bench_server.log" | tee -a "$OUT/server-start.log"
+          status=1
+        fi
+      fi ;;
+    server-wait)
+      load=${KB_LOAD_DIR:-/tmp/kb-load}
+      if [ ! -f "$load/pid" ]; then
+        echo "server-wait: no load test on this machine ($load/pid is missing): run server-start first (a machine that" \
+          "went back loses the run)" | tee "$OUT/server-wait.log" >&2
+        status=1
+      else
+        progress_line() {  # one line from the run's progress file
+          python3 -c 'import json, sys
+try:
+    p = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print("no progress file yet"); raise SystemExit
+print("%s: %s of %s results, %s lost, %s s, %s evaluations/min (group size %s)" % (p["state"], p["results"],
+      p["requests"], p["lost"], p["elapsed_s"], p["evaluations_per_minute"], p["group_size"]))' "$load/progress.json"
+        }
+        t0=$SECONDS; shown=-30
+        while [ ! -f "$load/rc" ] && [ $((SECONDS - t0)) -lt "${KB_SERVER_WAIT_S:-540}" ]; do
+          if [ $((SECONDS - shown)) -ge 30 ]; then
+            echo "server-wait $((SECONDS - t0)) s: $(progress_line)" | tee -a "$OUT/server-wait.log"; shown=$SECONDS
+          fi
+          kill -0 "$(cat "$load/pid")" 2>/dev/null || break  # gone without a status: killed
+          sleep 5
+        done
+        echo "server-wait $((SECONDS - t0)) s: $(progress_line)" | tee -a "$OUT/server-wait.log"
+        cp "$load/bench_server.log" "$load/progress.json" "$OUT/" 2>/dev/null
+        if [ -f "$load/rc" ]; then
+          cp "$load/bench_server.json" "$OUT/" 2>/dev/null
+          echo "server-wait: the run ended with status $(cat "$load/rc"); bench_server.json in \$OUT" \
+            | tee -a "$OUT/server-wait.log"
+          tail -n 3 "$load/bench_server.log"
+          [ "$(cat "$load/rc")" = 0 ] || status=1
+        elif kill -0 "$(cat "$load/pid")" 2>/dev/null; then
+          echo "server-wait: still running; call server-wait again while the machine is warm" | tee -a "$OUT/server-wait.log"
+        else
+          echo "server-wait: the run was killed before it finished (no exit status); its log is in \$OUT" \
+            | tee -a "$OUT/server-wait.log"
+          status=1
+        fi
+      fi ;;
     official-baselines)
       mkdir -p baselines/kernelbench
       # shellcheck disable=SC2086

@@ -3,7 +3,8 @@
 Bad input (400/401/404/409/413 with the reason), a full queue (429 with Retry-After), verdicts through the
 blocking call, submit-and-poll and the client, a candidate the guards refuse or that hangs, an evaluator
 process killed mid-job (the job is re-queued and no other result is lost), a wedged evaluation killed at its
-deadline, and a shutdown while busy (unfinished work saved and finished after a restart).
+deadline, problem affinity through the real dispatch (and its key forgotten when the evaluator process dies), and a
+shutdown while busy (unfinished work saved and finished after a restart).
 
 The problems are tiny (a 32x64 scaled ReLU) so that each evaluation takes about two seconds on two cores.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kbtesting import SCALED_RELU_PROBLEM, scaled_relu_candidate
+from kbtesting import BROKEN_INPUTS_PROBLEM, SCALED_RELU_PROBLEM, scaled_relu_candidate
 
 from kernelbench.results import KernelResult, Stage
 from kernelbench.server.client import EvalClient, ServerError, make_request
@@ -107,6 +108,7 @@ def problems(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("problems")
     (root / "level1").mkdir()
     (root / "level1" / "1_Scaled_relu.py").write_text(PROBLEM)
+    (root / "level1" / "2_Scaled_relu_48.py").write_text(PROBLEM.replace("N = 64", "N = 48"))  # another reference
     return root
 
 
@@ -116,7 +118,7 @@ def server(tmp_path_factory, problems):
     # do), so the killed-evaluator test shows that the server kills them. The other servers here use the sandbox.
     s = Server(tmp_path_factory.mktemp("srv"), "--max-queue", "5", "--max-batch", "8", "--max-source-bytes", "4096",
                "--max-request-bytes", "65536", "--kill-grace", "6", "--allow-reference-source", "--no-sandbox",
-               problems=problems)
+               "--affinity-window", "60", problems=problems)
     yield s
     assert s.stop(), s.output()
 
@@ -242,6 +244,37 @@ def test_blocking_call_by_source_and_reduced_size(server, client):
     assert client.wait("taken", timeout_s=120).correct
 
 
+def _reuses(server) -> tuple[int, int]:
+    """The one device's reference reuses and affinity picks, from /health."""
+    dev = server.health()["devices"][0]
+    return dev["reference_reuses"], dev["affinity_picks"]
+
+
+def test_a_free_device_takes_the_problem_it_just_ran_first(server, client):
+    """Problem affinity through the real dispatch: after a job of problem 1 finishes, the device takes the later job
+    of problem 1 ahead of the older one of problem 2 (its evaluator keeps problem 1's reference), and counts it."""
+    before = _reuses(server)
+    metrics_before = client.metrics()
+    a1, b1, a2 = client.submit_batch([make_request(HONEST, level=1, problem_id=p, backend="torch", correctness_trials=2,
+                                                   sample_id=i) for i, p in enumerate((1, 2, 1))])
+    infos = {}
+    for name, job in (("a1", a1), ("b1", b1), ("a2", a2)):
+        assert client.wait(job.id, timeout_s=120, collect=False).correct
+        infos[name] = client.collect(job.id)
+    assert infos["a1"].started_at < infos["a2"].started_at < infos["b1"].started_at
+    reuses, picks = _reuses(server)
+    assert picks - before[1] == 1 and reuses - before[0] >= 1  # a2 (a1 too if the device's last job was problem 1)
+    assert server.health()["devices"][0]["reference"] == "level 1 problem 2"
+    name = 'kernelbench_server_affinity_picks_total{device="cpu"}'
+    assert _sample(client.metrics(), name) - _sample(metrics_before, name) == 1
+    # A reference that cannot be set up is not kept: the next job of that problem is no reuse.
+    before = _reuses(server)
+    for i in range(2):
+        r = client.evaluate(make_request(HONEST, reference_source=BROKEN_INPUTS_PROBLEM, backend="torch", sample_id=i))
+        assert not r.correct and "inputs cannot be made" in r.error.message, r.error
+    assert _reuses(server) == before and server.health()["devices"][0]["reference"] is None
+
+
 def _alive(pid: int, started: str) -> bool:
     """The very process (same start time) still exists and is not a zombie."""
     try:
@@ -273,6 +306,10 @@ def test_killed_evaluator_process_loses_no_request(server, client):
     process, the job queued behind it is judged too, and the orphaned workers (the hung one too) are killed."""
     from kernelbench.server.device import descendants
 
+    # The device holds problem 1's reference; the hung job (problem 1) is a reuse, its second attempt on the new
+    # process is not (the key dies with the process), and the job behind it is again.
+    assert client.evaluate(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2)).correct
+    reuses = _reuses(server)[0]
     hung = client.submit(make_request(HANGS, level=1, problem_id=1, backend="torch", timeout_s=4))
     other = client.submit(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2))
     restarts = server.health()["devices"][0]["restarts"]
@@ -289,6 +326,7 @@ def test_killed_evaluator_process_loses_no_request(server, client):
     assert client.wait(other.id, timeout_s=120).correct
     dev = server.health()["devices"][0]
     assert dev["restarts"] == restarts + 1 and dev["pid"] != busy["pid"]
+    assert dev["reference_reuses"] - reuses == 2, (reuses, dev)
     assert not [pid for pid, started in tree.items() if _alive(pid, started)]
     after = client.metrics()
     for kind in ("requeued", "device_died"):
@@ -308,7 +346,9 @@ def test_wedged_evaluator_is_killed_at_the_deadline(server, client):
     r = client.wait(job.id, timeout_s=60)
     assert time.monotonic() - started < 30
     assert r.error.stage == Stage.TIMEOUT and "did not finish within its timeout of 2 s" in r.error.message
+    reuses = _reuses(server)[0]
     assert client.evaluate(make_request(HONEST, level=1, problem_id=1, backend="torch", correctness_trials=2)).correct
+    assert _reuses(server)[0] == reuses  # the killed process's reference is gone with it
     assert server.health()["devices"][0]["restarts"] == restarts + 1
     with pytest.raises(ProcessLookupError):
         os.kill(busy["pid"], 0)  # killed, not left stopped
@@ -316,7 +356,7 @@ def test_wedged_evaluator_is_killed_at_the_deadline(server, client):
 
 def test_problems_endpoint_and_the_example_rl_loop(server, client):
     listed = client.problems()
-    assert listed.problem_set == "directory" and [(p.level, p.problem_id) for p in listed.problems] == [(1, 1)]
+    assert listed.problem_set == "directory" and [(p.level, p.problem_id) for p in listed.problems] == [(1, 1), (1, 2)]
     one = client.problem(1, 1)
     assert one.code == PROBLEM and one.name == "1_Scaled_relu" and not one.reduced_size
     r = httpx.get(server.url + "/v1/problems/1/5")
@@ -339,7 +379,8 @@ def test_health_and_metrics(server, client):
                    'kernelbench_server_evaluations_total{verdict="correctness"}',
                    'kernelbench_server_stage_seconds_count{stage="queue_wait"}',
                    'kernelbench_server_events_total{kind="rejected_queue_full"}',
-                   'kernelbench_server_device_evaluations{device="cpu"}'):
+                   'kernelbench_server_device_evaluations{device="cpu"}',
+                   'kernelbench_server_reference_reuses_total{device="cpu"}', "kernelbench_server_affinity_window_seconds 60"):
         assert needle in m, needle
     rate = next(float(line.split()[-1]) for line in m.splitlines()
                 if line.startswith("kernelbench_server_evaluations_per_minute "))
@@ -437,16 +478,31 @@ def test_shutdown_while_busy_saves_work_and_a_restart_finishes_it(tmp_path, prob
 @pytest.mark.slow
 def test_load_script_loses_nothing(tmp_path):
     """scripts/bench_server.py (the GPU load test) in its CPU form: several clients, every result back."""
-    out = tmp_path / "bench.json"
+    out, progress = tmp_path / "bench.json", tmp_path / "progress.json"
     script = Path(__file__).resolve().parents[1] / "scripts" / "bench_server.py"
-    proc = subprocess.run([sys.executable, str(script), "--gpus", "cpu", "--level", "1", "--problem-id", "8",
-                           "--reduced-size", "--candidates", "reference", "--requests", "3", "--clients", "3",
+    proc = subprocess.run([sys.executable, str(script), "--gpus", "cpu", "--level", "1", "--problem-id", "8", "12",
+                           "--reduced-size", "--candidates", "reference", "--requests", "4", "--clients", "2",
+                           "--group-size", "2", "--progress", str(progress), "--progress-every", "0.5",
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
-    assert report["results"] == 3 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
-    assert report["verdicts"] == {"correct (reduced size)": 3}
+    assert report["results"] == 4 and report["lost"] == 0 and report["evaluations_per_minute_per_device"] > 0
+    assert report["verdicts"] == {"correct (reduced size)": 4}
+    # --group-size 2: two consecutive requests per problem; the server's counters of reference reuses come back.
+    assert report["group_size"] == 2 and [r["problem_id"] for r in report["rows"]] == [8, 8, 12, 12]
+    assert report["reference_reuses"] >= 1 and report["affinity_window_s"] == 10
+    assert report["stage_means_s"]["evaluation"] > 0
+    done = json.loads(progress.read_text())
+    assert done["state"] == "done" and done["results"] == 4 and done["lost"] == 0 and done["group_size"] == 2
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bench.json", "progress.json"]  # no temp file left
+
+
+def test_load_script_refuses_a_bad_group_size(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_server.py"
+    proc = subprocess.run([sys.executable, str(script), "--group-size", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--group-size must be at least 1; got 0" in proc.stderr
 
 
 def test_device_specs_and_metrics_arithmetic():

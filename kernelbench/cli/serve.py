@@ -51,6 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="seconds an uncollected result is kept (default 3600)")
     lim.add_argument("--drain-timeout", type=non_negative_float, default=30.0,
                      help="on SIGTERM/SIGINT, seconds to finish work before stopping (default 30)")
+    lim.add_argument("--affinity-window", type=non_negative_float, default=10.0,
+                     help="seconds a free GPU may keep taking jobs of the problem it just ran (its reference worker "
+                          "is kept) ahead of the head of the queue, counted from the head's first pass-over; "
+                          "0 is plain FIFO (default 10)")
     lim.add_argument("--state-dir", default=None,
                      help="save unfinished jobs and uncollected results here at shutdown, and load them at start")
     add_source_args(p)
@@ -123,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         token=read_token(args.token_file), max_queue=args.max_queue, max_batch=args.max_batch,
         max_request_bytes=args.max_request_bytes, max_source_bytes=args.max_source_bytes,
         default_timeout_s=args.timeout, max_timeout_s=args.max_timeout, result_ttl_s=args.result_ttl, kill_grace_s=args.kill_grace,
-        drain_timeout_s=args.drain_timeout, state_dir=Path(args.state_dir) if args.state_dir else None,
+        drain_timeout_s=args.drain_timeout, affinity_window_s=args.affinity_window,
+        state_dir=Path(args.state_dir) if args.state_dir else None,
     )
     config.check()
     if config.sandbox == "require":

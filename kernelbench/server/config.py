@@ -65,6 +65,9 @@ class ServerConfig:
     state_dir: Path | None = None
     #: Blocking calls wait at most this long, then answer 202 with the job to poll.
     max_wait_s: float = 3600.0
+    #: Problem affinity: a free device may take a job of the problem its evaluator process last finished ahead of
+    #: the head of the queue, for at most this many seconds after the head was first passed over; 0: plain FIFO.
+    affinity_window_s: float = 10.0
 
     def check(self) -> None:
         """Refuse configurations that would be unsafe or cannot work, before anything starts."""
@@ -83,5 +86,7 @@ class ServerConfig:
         for name in ("max_queue", "max_batch", "max_request_bytes", "max_source_bytes", "max_attempts", "max_results"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name.replace('_', '-')} must be at least 1")
+        if self.affinity_window_s < 0:
+            raise ConfigError("affinity-window must be 0 (off) or more seconds")
         if self.default_timeout_s > self.max_timeout_s:
             raise ConfigError("the default timeout exceeds the maximum timeout")

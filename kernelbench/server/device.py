@@ -81,12 +81,17 @@ def serve_device(fd: int, device: str, sandbox: str, allow_network: bool) -> Non
             if msg.get("reduced_size"):  # not part of the Modal wire format; the result must say so
                 job = replace(job, problem=replace(job.problem, reduced_size=tuple(
                     (str(k), int(v)) for k, v in msg["reduced_size"])))
+            holds = False
             try:
                 result = evaluator.evaluate(job)
+                # Whether this job's reference worker stayed up (a candidate refused before running sets none up):
+                # the server sends this process the next job of the same problem first.
+                holds = evaluator.session(device).has_reference(job)
             except Exception as e:  # a bug of ours is a result, not a lost job
                 log.exception("evaluation of job %s failed", msg.get("id"))
                 result = crash_result(job, type(e).__name__, f"evaluator error: {e}", Stage.INFRASTRUCTURE)
-            channel.send({"event": "result", "id": msg.get("id"), "result": result.model_dump(mode="json")})
+            channel.send({"event": "result", "id": msg.get("id"), "result": result.model_dump(mode="json"),
+                          "holds_reference": holds})
     except ChannelClosed:
         return
     finally:
@@ -176,6 +181,8 @@ class DeviceProcess:
         self._looked = 0.0
         self._started_once = False
         self._lock = threading.Lock()
+        #: Whether the process, after the last job that ran returned a result, holds that job's reference worker.
+        self.holds_reference = False
 
     @property
     def pid(self) -> int | None:
@@ -213,6 +220,7 @@ class DeviceProcess:
         """Evaluate one job within ``limit_s`` seconds (counted once the process is up, so restarting it after
         the last job's failure does not eat this job's time); raises DeviceLost, DeadlineExceeded or Aborted
         (the latter two after killing the process)."""
+        self.holds_reference = False
         if not self.alive():
             self.start()
         assert self.channel is not None
@@ -241,6 +249,7 @@ class DeviceProcess:
                 self.kill()
                 raise DeviceLost(f"the evaluator process for {self.device} died (exit status {code})") from None
             if msg.get("event") == "result" and msg.get("id") == job_id:
+                self.holds_reference = bool(msg.get("holds_reference"))
                 return KernelResult.from_dict(msg["result"])
             log.warning("ignoring an unexpected message from the %s evaluator: %s", self.device, str(msg)[:200])
 

@@ -94,6 +94,11 @@ class Metrics:
                             ("busy", "1 while this device evaluates")):
             metric(f"kernelbench_server_device_{name}", "counter" if name != "busy" else "gauge", help_,
                    [({"device": d}, g[name]) for d, g in device_gauges.items()])
+        for name, help_ in (("reference_reuses", "jobs started on an evaluator process that held their problem's "
+                             "reference worker (no reference start or setup)"),
+                            ("affinity_picks", "of those, jobs taken ahead of an older waiting job (--affinity-window)")):
+            metric(f"kernelbench_server_{name}_total", "counter", help_,
+                   [({"device": d}, g.get(name, 0)) for d, g in device_gauges.items()])
         return "\n".join(lines) + "\n"
 
 

@@ -111,6 +111,12 @@ class DeviceInfo(BaseModel):
     job_id: str | None = None
     evaluations: int = 0
     restarts: int = 0
+    reference: str | None = Field(default=None, description="The problem whose reference worker this device's "
+                                  "evaluator process holds (its last job that finished normally); None while busy.")
+    reference_reuses: int = Field(default=0, description="Jobs started while the process held their reference "
+                                  "(they skip the reference's start and setup).")
+    affinity_picks: int = Field(default=0, description="Of those, jobs taken ahead of an older waiting job "
+                                "(kernelbench serve --affinity-window).")
 
 
 class Health(BaseModel):
@@ -123,6 +129,7 @@ class Health(BaseModel):
     max_queue: int
     max_batch: int
     stored_results: int
+    affinity_window_s: float = 0.0
     devices: list[DeviceInfo]
 
 

@@ -7,6 +7,10 @@ Invariants, each with a test in ``tests/test_server.py``:
   a job that runs past its timeout gets a timeout result and its evaluator process is replaced.
 * The queue is bounded: a submission that does not fit in whole is refused (429 with Retry-After).
 * Results are kept until collected (DELETE) or ``result_ttl_s`` after they finish.
+* Problem affinity with bounded unfairness: a free device takes the oldest waiting job of the problem its
+  evaluator process last finished (that process keeps the problem's reference worker, so the job skips the
+  reference's start and setup), passing over the head of the queue for at most ``affinity_window_s`` seconds
+  from the first time the head was passed over; then the head goes next. 0 turns it off (plain FIFO).
 * Shutdown stops admission, finishes what it can within ``drain_timeout_s`` and saves the rest (queued
   jobs, jobs stopped mid-evaluation, results not yet collected) to ``state_dir``, which the next start
   loads: a client polling the same job id across a restart gets its result.
@@ -22,9 +26,11 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelbench.evaluation.parent.session import reference_key
 from kernelbench.evaluation.settings import EvalJob
 from kernelbench.results import KernelResult, Stage, StageError
 from kernelbench.server.config import TOKEN_ENV, ServerConfig
@@ -64,11 +70,46 @@ class JobRecord:
     finished_mono: float | None = None
     result: KernelResult | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    #: When a device first took another job while this one was at the head of the queue (monotonic seconds).
+    passed_over_mono: float | None = None
 
     def info(self, position: int | None = None) -> JobInfo:
         return JobInfo(id=self.id, status=self.status, position=position, attempts=self.attempts, device=self.device,
                        submitted_at=self.submitted_at, started_at=self.started_at, finished_at=self.finished_at,
                        result=self.result)
+
+
+@dataclass(frozen=True)
+class Affinity:
+    """Which waiting job a free device takes: the head of the queue, or the oldest job of the problem whose
+    reference the device's evaluator process holds, while the head has not been passed over for too long.
+
+    Why: each evaluator process keeps the reference worker of the last problem it ran, and a job of that problem
+    skips the reference's start and setup (about a second on a GPU). With many clients, plain FIFO almost never
+    sends a device the problem it just ran. Why the window counts from the first time the head was passed over,
+    not from its submission: under load every job waits longer than a few seconds in the queue, so a window on
+    the whole wait would turn affinity off exactly when the queue is long. Counted this way, affinity delays any
+    one job at the head by at most ``window_s`` (plus the evaluation running when the window ends).
+    """
+
+    window_s: float
+
+    def choose(self, waiting: Sequence[JobRecord], key: tuple | None, now: float) -> int:
+        """The index in ``waiting`` (oldest first) of the job to take next; marks the head when it is passed over."""
+        if self.window_s <= 0 or key is None or len(waiting) < 2:
+            return 0
+        head = waiting[0]
+        if head.job is None or reference_key(head.job) == key:
+            return 0
+        if head.passed_over_mono is not None and now - head.passed_over_mono >= self.window_s:
+            return 0
+        for i in range(1, len(waiting)):
+            job = waiting[i].job
+            if job is not None and reference_key(job) == key:
+                if head.passed_over_mono is None:
+                    head.passed_over_mono = now
+                return i
+        return 0
 
 
 @dataclass
@@ -79,6 +120,13 @@ class _Slot:
     job_id: str | None = None
     evaluations: int = 0
     stopped: bool = False
+    #: The reference key (and problem) of the last job that finished normally on this process and whose reference
+    #: worker its evaluator kept; None after a death, a kill, a restart, and while a job runs.
+    reference: tuple | None = None
+    reference_problem: str | None = None
+    #: Jobs started while this process held their reference; of those, jobs taken ahead of an older job.
+    reference_reuses: int = 0
+    affinity_picks: int = 0
 
 
 class JobQueue:
@@ -96,6 +144,7 @@ class JobQueue:
         self._drain_deadline: float | None = None
         self._abort = threading.Event()
         self._stopped = threading.Event()
+        self.affinity = Affinity(config.affinity_window_s)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -224,7 +273,17 @@ class JobQueue:
                 if self._abort.is_set():
                     return None
                 if self._waiting:
-                    rec = self._jobs[self._waiting.popleft()]
+                    # What the process holds is known only until it runs the next job: a normal finish sets it
+                    # again (_finish), a death or a kill leaves it None. A process that died idle holds nothing.
+                    key = slot.reference if slot.process.alive() else None
+                    slot.reference = slot.reference_problem = None
+                    waiting = [self._jobs[k] for k in self._waiting]
+                    i = self.affinity.choose(waiting, key, time.monotonic())
+                    rec = waiting[i]
+                    del self._waiting[i]
+                    if key is not None and rec.job is not None and reference_key(rec.job) == key:
+                        slot.reference_reuses += 1
+                        slot.affinity_picks += i > 0
                     rec.status, rec.device, rec.started_at = "running", slot.process.device, time.time()
                     rec.attempts += 1
                     slot.job_id = rec.id
@@ -245,9 +304,11 @@ class JobQueue:
                 return
             assert rec.job is not None
             started = time.monotonic()
+            normal = False  # the evaluator process answered
             try:
                 result = dev.run(rec.id, job_to_wire(rec.job, 0), rec.timeout_s + self.config.kill_grace_s, self._abort,
                                  list(rec.job.problem.reduced_size or ()) or None)
+                normal = True
             except Aborted:
                 self._requeue(rec, slot, counted=False)
                 return
@@ -267,7 +328,7 @@ class JobQueue:
                 result = crash_result(rec.job, "EvaluatorDied", f"{e}; the evaluator process died on {rec.attempts} "
                                       "attempts at this job, so it is not tried again")
             self._finish(rec, slot, result, queue_s=max(0.0, (rec.started_at or 0) - rec.submitted_at),
-                         eval_s=time.monotonic() - started)
+                         eval_s=time.monotonic() - started, normal=normal)
 
     def _requeue(self, rec: JobRecord, slot: _Slot, counted: bool) -> None:
         with self._cv:
@@ -281,8 +342,14 @@ class JobQueue:
                 self.metrics.event("requeued")
             self._cv.notify_all()
 
-    def _finish(self, rec: JobRecord, slot: _Slot, result: KernelResult, queue_s: float, eval_s: float) -> None:
+    def _finish(self, rec: JobRecord, slot: _Slot, result: KernelResult, queue_s: float, eval_s: float,
+                normal: bool = True) -> None:
+        """``normal``: the evaluator process answered; False after a kill or a death. Only then, and only if the
+        process says it kept the job's reference worker, is the job's reference remembered for the slot."""
         with self._cv:
+            if normal and slot.process.holds_reference and rec.job is not None:
+                slot.reference = reference_key(rec.job)
+                slot.reference_problem = f"level {rec.job.problem.level} problem {rec.job.problem.problem_id}"
             rec.result, rec.status = result, "done"
             rec.finished_at, rec.finished_mono = time.time(), time.monotonic()
             slot.job_id = None
@@ -384,6 +451,8 @@ class JobQueue:
         with self._cv:
             devices = [DeviceInfo(device=s.process.device, pid=s.process.pid, job_id=s.job_id,
                                   evaluations=s.evaluations, restarts=s.process.restarts,
+                                  reference=s.reference_problem if s.process.alive() else None,
+                                  reference_reuses=s.reference_reuses, affinity_picks=s.affinity_picks,
                                   state="stopped" if s.stopped else "busy" if s.job_id else
                                   "idle" if s.process.alive() else "starting")
                        for s in self._slots]
@@ -392,19 +461,21 @@ class JobQueue:
                           problem_set=self.builder.set_name, sandbox=self.config.sandbox, queued=len(self._waiting),
                           running=self._running(), max_queue=self.config.max_queue,
                           max_batch=self.config.max_batch, stored_results=stored,
-                          devices=devices)
+                          affinity_window_s=self.config.affinity_window_s, devices=devices)
 
     def prometheus(self) -> str:
         with self._cv:
             gauges = {"queue_depth": len(self._waiting), "running": self._running(),
                       "max_queue": self.config.max_queue,
                       "stored_results": sum(1 for r in self._jobs.values() if r.status == "done"),
-                      "jobs_submitted": self.metrics.submitted, "draining": int(self.draining)}
+                      "jobs_submitted": self.metrics.submitted, "draining": int(self.draining),
+                      "affinity_window_seconds": self.config.affinity_window_s}
             per_device: dict[str, dict[str, float]] = {}
             for i, s in enumerate(self._slots):
                 name = s.process.device if self.config.devices.count(s.process.device) == 1 else f"{s.process.device}#{i}"
                 per_device[name] = {"evaluations": s.evaluations, "restarts": s.process.restarts,
-                                    "busy": int(s.job_id is not None)}
+                                    "busy": int(s.job_id is not None), "reference_reuses": s.reference_reuses,
+                                    "affinity_picks": s.affinity_picks}
         return self.metrics.render(gauges, per_device)
 
 
