@@ -172,3 +172,76 @@ def test_a_candidate_forging_a_malformed_reply_is_killed_and_fails_as_a_crash(re
     assert not result.correct and result.error is not None
     assert (result.error.stage, result.error.type) == (Stage.CRASH, "WorkerDied")
     assert "malformed message: ExportReply message: missing key(s) 'inputs', 'threads_started'" in result.error.message
+
+
+def _raw_message(header: dict, blobs: list[bytes]) -> bytes:
+    """The bytes Channel.send writes for ``header`` and ``blobs`` (no descriptors)."""
+    import json
+    import struct
+
+    body = json.dumps({**header, "_nblobs": len(blobs)}).encode()
+    out = struct.pack(">Q", len(body)) + body
+    for b in blobs:
+        out += struct.pack(">Q", len(b)) + b
+    return out
+
+
+@pytest.mark.parametrize("cut", [3, 8, 20, None])
+def test_a_timeout_in_the_middle_of_a_message_loses_nothing(cut):
+    """A poll with a short timeout that expires while a long message is arriving must leave the channel where it
+    was: the server's supervisor polls every half second, and one result read from its middle made a live
+    evaluator look dead (session 18's load test: one restart in 500 requests)."""
+    from kernelbench.evaluation.channel import ChannelTimeout
+
+    a, b = socket.socketpair()
+    reader = Channel(b)
+    first = {"event": "result", "id": "j1", "result": {"samples": list(range(2000))}}
+    second = {"event": "result", "id": "j2", "result": {}}
+    data = _raw_message(first, [b"x" * 70_000, b""]) + _raw_message(second, [])
+    split = len(data) - 90_000 if cut is None else cut  # inside the header frame's length, header, or a blob
+    a.sendall(data[:split])
+    with pytest.raises(ChannelTimeout):
+        reader.recv(timeout=0.2)
+    with pytest.raises(ChannelTimeout):
+        reader.recv(timeout=0.05)  # twice: nothing arrived in between
+    a.sendall(data[split:])
+    got, blobs = reader.recv(timeout=5)
+    assert got == first and [len(x) for x in blobs] == [70_000, 0] and bytes(blobs[0]) == b"x" * 70_000
+    got2, blobs2 = reader.recv(timeout=5)
+    assert got2 == second and list(blobs2) == []
+
+
+def test_a_timeout_keeps_the_descriptors_that_came_with_the_message():
+    import os
+
+    from kernelbench.evaluation.channel import Blobs, ChannelTimeout
+
+    a, b = socket.socketpair()
+    sender, reader = Channel(a), Channel(b)
+    r, w = os.pipe()
+    try:
+        big = b"y" * 3_000_000  # more than the socket buffer: the send blocks until the reader reads
+        import threading
+
+        t = threading.Thread(target=sender.send, args=({"event": "share"}, Blobs([big], [r], owned=False)))
+        t.start()
+        got = None
+        for _ in range(200):
+            try:
+                got = reader.recv(timeout=0.001)
+                break
+            except ChannelTimeout:
+                continue
+        if got is None:
+            got = reader.recv(timeout=10)
+        t.join(5)
+        msg, blobs = got
+        assert msg == {"event": "share"} and bytes(blobs[0]) == big
+        fds = blobs.take_fds()
+        assert len(fds) == 1
+        os.write(w, b"ok")
+        assert os.read(fds[0], 2) == b"ok"
+        os.close(fds[0])
+    finally:
+        os.close(r)
+        os.close(w)

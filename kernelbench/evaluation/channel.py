@@ -81,6 +81,7 @@ class Channel:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self._fds: list[int] = []  # descriptors received with the message being read
+        self._rx = _Receiving()
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -116,34 +117,52 @@ class Channel:
 
     # ---- receiving
     def recv(self, timeout: float | None = None) -> tuple[dict, Blobs]:
-        """The next message and its frames (a :class:`Blobs`, holding the descriptors that came with it)."""
+        """The next message and its frames (a :class:`Blobs`, holding the descriptors that came with it).
+
+        A :class:`ChannelTimeout` loses nothing: what had arrived of a message stays in the channel, and the next
+        call goes on from there. (It used to be dropped, so a poll with a short timeout that expired while a long
+        message was arriving read the rest as a new message's length: a "dead" evaluator that was alive.)"""
         deadline = None if timeout is None else time.monotonic() + timeout
+        st = self._rx
         try:
-            header = self._recv_frame(deadline, MAX_HEADER_BYTES, fds=True)
-            try:
-                msg = json.loads(header.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ProtocolError(f"malformed message header: {e}") from None
-            if not isinstance(msg, dict):
-                raise ProtocolError("message header is not an object")
-            n = msg.pop("_nblobs", 0)
-            if not isinstance(n, int) or not 0 <= n <= MAX_BLOBS:
-                raise ProtocolError(f"bad blob count {n!r}")
-            nfds = msg.pop("_nfds", 0)
-            if not isinstance(nfds, int) or isinstance(nfds, bool) or nfds != len(self._fds):
-                raise ProtocolError(f"the message announces {nfds!r} descriptors and carries {len(self._fds)}")
-            blobs = Blobs((self._recv_frame(deadline, MAX_BLOB_BYTES) for _ in range(n)), self._fds)
+            if st.header is None:
+                header = self._recv_frame(deadline, MAX_HEADER_BYTES, fds=True)
+                try:
+                    msg = json.loads(header.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    raise ProtocolError(f"malformed message header: {e}") from None
+                if not isinstance(msg, dict):
+                    raise ProtocolError("message header is not an object")
+                n = msg.pop("_nblobs", 0)
+                if not isinstance(n, int) or not 0 <= n <= MAX_BLOBS:
+                    raise ProtocolError(f"bad blob count {n!r}")
+                nfds = msg.pop("_nfds", 0)
+                if not isinstance(nfds, int) or isinstance(nfds, bool) or nfds != len(self._fds):
+                    raise ProtocolError(f"the message announces {nfds!r} descriptors and carries {len(self._fds)}")
+                st.header, st.nblobs = msg, n
+            while len(st.blobs) < st.nblobs:
+                st.blobs.append(self._recv_frame(deadline, MAX_BLOB_BYTES))
+            msg, blobs = st.header, Blobs(st.blobs, self._fds)
             self._fds = []
+            self._rx = _Receiving()
             return msg, blobs
-        finally:
-            Blobs((), self._fds).close_fds()  # a message that failed: its descriptors are closed
+        except ChannelTimeout:
+            raise  # the message so far (and its descriptors) stays for the next call
+        except BaseException:
+            # A message that failed: its descriptors are closed, and the channel is of no further use.
+            Blobs((), self._fds).close_fds()
             self._fds = []
+            self._rx = _Receiving()
+            raise
 
     def _recv_exact(self, n: int, deadline: float | None, fds: bool = False) -> bytearray:
-        buf = bytearray(n)
+        """``n`` bytes, resuming the read a timeout interrupted (the partial buffer is kept in the channel)."""
+        st = self._rx
+        if st.buf is None or len(st.buf) != n:
+            st.buf, st.got = bytearray(n), 0
+        buf = st.buf
         view = memoryview(buf)
-        got = 0
-        while got < n:
+        while st.got < n:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -152,28 +171,53 @@ class Channel:
             else:
                 self.sock.settimeout(None)
             try:
-                if fds and got == 0:
+                if fds and st.got == 0 and not st.first_read:
                     # A message's descriptors arrive with its first bytes, so only the first read of a message
                     # takes any: with a later read (no room for them) the kernel closes whatever came with it.
-                    k, ancdata, flags, _ = self.sock.recvmsg_into([view[got:]], _FD_ANCILLARY,
+                    k, ancdata, flags, _ = self.sock.recvmsg_into([view[st.got:]], _FD_ANCILLARY,
                                                                   socket.MSG_CMSG_CLOEXEC)
                     self._fds.extend(_fds_of(ancdata))
                     if flags & socket.MSG_CTRUNC or len(self._fds) > MAX_FDS:
                         raise ProtocolError(f"more than {MAX_FDS} descriptors sent with one message")
+                    if k:
+                        st.first_read = True
                 else:
-                    k = self.sock.recv_into(view[got:], n - got)
+                    k = self.sock.recv_into(view[st.got:], n - st.got)
             except TimeoutError:
                 raise ChannelTimeout() from None
             except (ConnectionResetError, OSError) as e:
                 raise ChannelClosed(str(e)) from None
             if k == 0:
                 raise ChannelClosed("peer closed the channel")
-            got += k
+            st.got += k
+        st.buf, st.got = None, 0
         return buf
 
     def _recv_frame(self, deadline: float | None, limit: int, fds: bool = False) -> bytearray:
-        """One frame; ``fds``: it is a message's first, whose first read takes the message's descriptors."""
-        (length,) = _LEN.unpack(self._recv_exact(_LEN.size, deadline, fds))
-        if length > limit:
-            raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit}")
-        return self._recv_exact(length, deadline) if length else bytearray()
+        """One frame; ``fds``: it is a message's first, whose first read takes the message's descriptors. Resumes
+        where a timeout left it: the length already read is kept, so is the payload's part."""
+        st = self._rx
+        if st.frame_len is None:
+            (length,) = _LEN.unpack(self._recv_exact(_LEN.size, deadline, fds))
+            if length > limit:
+                raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit}")
+            st.frame_len = length
+        length = st.frame_len
+        data = self._recv_exact(length, deadline) if length else bytearray()
+        st.frame_len = None
+        return data
+
+
+class _Receiving:
+    """How far the message being received has got: its header once read, its frames so far, the frame being read
+    (its length, its buffer and the bytes in it), and whether the message's first bytes (with its descriptors) have
+    been read."""
+
+    def __init__(self) -> None:
+        self.header: dict | None = None
+        self.nblobs = 0
+        self.blobs: list[bytearray] = []
+        self.frame_len: int | None = None
+        self.buf: bytearray | None = None
+        self.got = 0
+        self.first_read = False
