@@ -244,10 +244,11 @@ class DeviceProcess:
                 if time.monotonic() - self._looked > 2.0 and self.proc is not None:
                     self._below, self._looked = descendants(self.proc.pid), time.monotonic()
                 continue
-            except (ChannelClosed, ProtocolError, OSError):
+            except (ChannelClosed, ProtocolError, OSError) as e:
                 code = self.proc.poll() if self.proc is not None else None
                 self.kill()
-                raise DeviceLost(f"the evaluator process for {self.device} died (exit status {code})") from None
+                raise DeviceLost(f"the evaluator process for {self.device} died (exit status {code}; "
+                                 f"{type(e).__name__}: {e})") from None
             if msg.get("event") == "result" and msg.get("id") == job_id:
                 self.holds_reference = bool(msg.get("holds_reference"))
                 return KernelResult.from_dict(msg["result"])
