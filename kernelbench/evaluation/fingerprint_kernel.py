@@ -274,7 +274,8 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
     if isinstance(obj, _IMMUTABLE):
         out[path] = ("value", repr(obj)[:200])
         return
-    out[path] = ("id", id(obj), id(getattr(obj, "__code__", None)))
+    size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
+    out[path] = ("id", id(obj), id(getattr(obj, "__code__", None)), size)
     if depth <= 0 or id(obj) in seen or len(out) > 5000:
         return
     seen.add(id(obj))
