@@ -129,6 +129,41 @@ def test_a_shared_buffer_carries_cuda_tensors_exact_in_one_process():
             assert y.data_ptr() != x.data_ptr()  # the reference compares its own copy
 
 
+def test_an_export_through_the_shared_buffer_is_in_it_when_the_reply_is_sent():
+    """The reference reads the buffer in another process, in a CUDA context whose copies nothing orders after the
+    candidate's: the export must wait for its own copies before it answers. Found on an 80 GB H100 (official level
+    1, identity candidates of 6-8 GiB tensors): the last timed output's check read the input region before the
+    candidate's copy had landed and failed them with "input 0 was modified in place". Here the worker's stream is
+    kept busy by a spin so that its copies are still queued when the export returns on the old code; a read on
+    another stream (standing for the reference's context) must find exactly what was exported."""
+    import torch
+
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.worker.process import Worker
+
+    w = Worker("candidate", "cuda:0")
+    w.cmd_init(protocol.Init(), [])
+    reply, _ = w.cmd_share(protocol.Share(enable=True, fill=None), [])
+    assert reply.shared, reply.detail
+    dev = w.device
+    g = torch.Generator(device=dev).manual_seed(5)
+    x = torch.randn(32 << 20, device=dev, generator=g)  # 128 MiB each: the copies take a while, the spin longer
+    out = torch.randn(32 << 20, device=dev, generator=g)
+    w.last = ([x], out)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(1_000_000_000)  # about half a second of spin on the worker's stream, ahead of its copies
+    payload, blobs = w.cmd_export_last(protocol.ExportLast(), [])
+    side = torch.cuda.Stream(dev)
+    with torch.cuda.stream(side):  # not ordered after the worker's stream, as the reference's context is not
+        buf = w.arena.shared.tensor(torch, dev)
+        got = [buf[d["shared"]["offset"]:d["shared"]["offset"] + x.numel() * 4].clone()
+               for d in (payload.outputs[0], payload.inputs[0])]
+    torch.cuda.synchronize()
+    assert torch.equal(got[0].view(torch.float32), out), "the output was read before its copy landed"
+    assert torch.equal(got[1].view(torch.float32), x), "the input was read before its copy landed"
+    w.cmd_release(protocol.Release(), [])
+
+
 def test_the_reference_reads_a_sandboxed_candidates_shared_buffer():
     """The point of the design: across the sandbox's PID namespace and uid, where CUDA IPC fails."""
     from kernelbench.evaluation import protocol

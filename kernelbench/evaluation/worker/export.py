@@ -44,6 +44,13 @@ class ExportCommands:
             leaves = self._snapshot(leaves, in_tensors)
         if self.is_cuda:
             in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
+            # Every copy into the arena done before the reply says it is there. The reference reads a shared
+            # buffer in another CUDA context, where nothing orders its copies after the ones queued on this
+            # stream (CUDA IPC carries an event for that; host copies wait anyway). Without this wait the
+            # reference read the input region of an 80 GB H100's multi-GB exports before the candidate's copy
+            # had landed there: the previous export's inputs, and "input 0 was modified in place" for
+            # identity candidates (official level 1, 25_Swish, 30_Softsign, 33_BatchNorm).
+            self._sync()
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
         shared = self.arena.shared
         out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy, shared)
