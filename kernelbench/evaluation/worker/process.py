@@ -17,6 +17,7 @@ from kernelbench.evaluation import protocol
 from kernelbench.evaluation.worker.bound import active_count as _active_count
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
+from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_allocations
 from kernelbench.evaluation.worker.timing import TimingCommands, WallEvent
 from kernelbench.evaluation.worker.trace import TraceCommands
 
@@ -201,7 +202,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default too, stated so it holds
 
     def _make_inputs(self, seed: int) -> list:
-        return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+        try:  # a try costs nothing where nothing is raised (this runs between timed calls)
+            return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+        except Exception as e:
+            ours = as_evaluator_oom(self.torch, e, "making the inputs")
+            if ours is None or ours is e:
+                raise
+            raise ours from e
 
     def _forward(self, inputs: list, fwd_seed: int):
         self.inputs.seed_everything(fwd_seed)
@@ -212,14 +219,15 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
         torch = self.torch
         in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-        free, _ = torch.cuda.mem_get_info(self.device)
-        size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
-        if size > 0:
-            big = torch.empty(size, dtype=torch.uint8, device=self.device)
-            big.fill_(0xFF)
-            del big
-        small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
-        del small
+        with evaluator_allocations(torch, "poisoning the allocator before a trial"):
+            free, _ = torch.cuda.mem_get_info(self.device)
+            size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
+            if size > 0:
+                big = torch.empty(size, dtype=torch.uint8, device=self.device)
+                big.fill_(0xFF)
+                del big
+            small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
+            del small
 
     # ------------------------------------------------------------------ commands
     def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
@@ -334,11 +342,12 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             # Snapshot what exists when forward returns, in stream order: work finished later by a
             # thread or another stream does not count.
             tree, leaves = self.transport.flatten(out)
-            snap = self._snapshot(leaves, x)
-            if self.is_cuda:
-                self._sync()
-            threads = _active_count() - self.threads_before
-            payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
+            with evaluator_allocations(self.torch, "copying the candidate's outputs for the reference"):
+                snap = self._snapshot(leaves, x)
+                if self.is_cuda:
+                    self._sync()
+                threads = _active_count() - self.threads_before
+                payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
             return protocol.ExportReply(**payload, threads_started=threads), out_blobs
         out = self._forward(x, int(cmd.fwd_seed))
         if self.is_cuda:
@@ -357,6 +366,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                                              inputs_modified=False), []
             outs, ins = self._received(cmd, blobs, extent, shared_size)
         except Exception as e:
+            # A description the candidate got wrong fails its comparison; memory the reference could not get for
+            # its copies is ours (an infrastructure failure), never a wrong output or a modified input.
+            ours = as_evaluator_oom(self.torch, e, "copying the candidate's outputs into the reference")
+            if ours is not None:
+                if ours is e:
+                    raise
+                raise ours from e
             return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
                                          max_abs=None, max_rel=None, inputs_modified=False), []
         finally:
@@ -422,7 +438,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
     def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
         x, out = self.last
-        payload, b = self._export(out, x)
+        with evaluator_allocations(self.torch, "copying the last timed output for the reference"):
+            payload, b = self._export(out, x)
         return protocol.ExportReply(**payload, threads_started=None), b
 
     def cmd_check_patches(self, cmd: protocol.CheckPatches, blobs: list) -> tuple[protocol.Reply, list]:
