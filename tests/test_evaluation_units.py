@@ -749,3 +749,88 @@ def test_allocation_failures_are_told_from_other_errors():
     assert as_evaluator_oom(torch, ours, "x") is ours
     wrapped = as_evaluator_oom(torch, MemoryError(), "making the inputs")
     assert isinstance(wrapped, EvaluatorOutOfMemory) and "making the inputs: MemoryError" in str(wrapped)
+
+
+# ------------------------------------------------------------------ what an evaluation holds, and for how long
+def _alive(*tensors):
+    import weakref
+
+    probes = [weakref.ref(t) for t in tensors]
+    return lambda: [p() is not None for p in probes]
+
+
+def test_the_last_timed_output_and_the_arena_are_let_go_once_the_reference_has_read_them():
+    """On the H100 the candidate held the last timed call's inputs and outputs and its export arena (both 12 GiB for
+    official level-1 problems) through the launch trace, whose forward then ran out of memory. The export keeps them
+    only until its Release; the arena is made again if anything is exported later."""
+    import gc
+
+    from kernelbench.evaluation import protocol
+
+    w = _cpu_worker("candidate")
+    w.arena.begin(1 << 16)  # the buffer a correctness trial's export left (CPU workers copy without it)
+    x, out = torch.randn(64, 32), torch.randn(64, 32)
+    w.last = ([x], out)
+    alive = _alive(x, out)
+    del x, out
+    reply, blobs = w.cmd_export_last(protocol.ExportLast(), [])
+    assert isinstance(reply, protocol.ExportReply) and w.last is None
+    del blobs
+    assert alive() == [True, True], "the export holds them until the reference has read it"
+    w.cmd_release(protocol.Release(), [])
+    gc.collect()
+    assert alive() == [False, False] and w.arena.buf is None
+    # A later export makes the arena again; a trial's Release keeps it for the next trial.
+    w.arena.begin(1 << 16)
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=None, poison=False), [])
+    w.cmd_release(protocol.Release(), [])
+    assert w.arena.buf is not None
+
+
+def test_the_reference_lets_go_of_the_last_timed_call_after_its_check_and_of_stale_slots():
+    """The reference kept the last timed call (two 6 GiB tensors on the H100) and its copies of the candidate's for
+    the rest of the job; a trial whose comparison never came left its slot for the next job of the problem."""
+    from kernelbench.evaluation import protocol
+
+    w = _cpu_worker("reference")
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    w.last = w.slots.pop("0")
+    alive = _alive(w.last[0][0], w.last[1])
+    outs, out_blobs = encode_tensors([w.last[1]])
+    ins, in_blobs = encode_tensors(list(w.last[0]))
+    ins[0]["blob"] = 1
+    reply, _ = w.cmd_compare(protocol.Compare(slot="last", tree={"t": "tensor", "i": 0, "cls": "torch.Tensor"},
+                                              outputs=outs, inputs=ins), [*out_blobs, *in_blobs])
+    assert reply.passed, reply.reason
+    assert w.last is None and alive() == [False, False]
+    # A stale slot is freed before the trial that reuses it computes, and at a new problem.
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    stale = _alive(*w.slots["0"][0], w.slots["0"][1])
+    seen = []
+    forward = w.model.forward
+
+    def watched(*args):
+        seen.append(stale())
+        return forward(*args)
+
+    w.model.forward = watched
+    w.cmd_run(protocol.Run(seed=3, fwd_seed=4, slot=0, poison=False), [])
+    assert seen == [[False, False]], "the former trial's tensors were still held while the new one computed"
+    w.cmd_setup(protocol.Setup(code=_RELU_PROBLEM, precision="fp32", atol=1e-4, rtol=1e-4, init_seed=1,
+                               probe_seed=None, ieee_fp32=True, compile_mode=None), [])
+    assert w.slots == {} and w.last is None
+
+
+def test_the_timing_warm_up_starts_without_the_arena_and_the_slots_of_the_correctness_stage():
+    from kernelbench.evaluation import protocol
+
+    warm = protocol.Time(seeds=[1, 2], fwd_seeds=[3, 4], warmup=True, fingerprint=False, cushion_us=0)
+    ref = _cpu_worker("reference")
+    ref.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=4, poison=False), [])  # its comparison never came
+    stale = _alive(*ref.slots["4"][0])
+    ref.cmd_time(warm, [])
+    assert ref.slots == {} and stale() == [False]
+    cand = _cpu_worker("candidate")
+    cand.arena.begin(1 << 16)
+    cand.cmd_time(warm, [])
+    assert cand.arena.buf is None and cand.last is not None

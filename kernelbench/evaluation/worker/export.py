@@ -26,6 +26,9 @@ class ExportCommands:
     def _snapshot(self, leaves: list, inputs: list) -> list:
         """Start an export: copies of the output leaves (CUDA ones in the arena, with room left for the
         inputs), other values as they are."""
+        # The last export was read (the parent releases it before the next command): its views into the arena
+        # must not keep a smaller shared buffer alive while a larger one is made.
+        self.exported = None
         if self.is_cuda:
             self.arena.begin(self.arena.span([t for t in [*leaves, *inputs] if self._shareable(t)]))
         return [(self.arena.copy(t) if self._shareable(t) else t.detach().clone()) if type(t) is self.torch.Tensor
@@ -147,6 +150,14 @@ class ExportArena:
         #: The buffer is shared by descriptor (a sandboxed candidate; see :meth:`share`).
         self.sharing = False
         self.shared: Any = None  # its SharedBuffer
+
+    def release(self) -> None:
+        """Let go of the buffer (a shared one is unmapped and freed once no export's tensors hold it); the next
+        :meth:`begin` makes a new one, shared again if this arena shares. Exports are few and far apart in an
+        evaluation (a trial's outputs, then only the last timed call's), and the buffer is as large as the
+        outputs and inputs together: 12-16 GiB for official level-1 problems, held through the timing stage and
+        the launch trace for nothing, ran the H100's candidates out of memory in the profiled run."""
+        self.buf, self.shared, self.used = None, None, 0
 
     def share(self, enable: bool) -> str | None:
         """Make the buffer one shared by descriptor (or an ordinary one again); why not, when that fails."""

@@ -72,6 +72,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.exported: Any = None
         self.last: tuple[list, Any] | None = None
         self.arena = ExportArena(self.torch, self.device)
+        #: The export being read is the last one (``ExportLast``): its Release lets go of the arena too.
+        self.release_arena = False
         self.snapshot = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
@@ -233,6 +235,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
     def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
         """Reference: build Model and find out whether its forward is random."""
         self.transport.release_host_copy_mapping()  # the last problem's candidate is gone
+        self.slots.clear()  # the last problem's tensors
+        self.last = None
         self.precision = cmd.precision
         self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
         self._set_fp32_math(bool(cmd.ieee_fp32))
@@ -349,6 +353,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 threads = _active_count() - self.threads_before
                 payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
             return protocol.ExportReply(**payload, threads_started=threads), out_blobs
+        self.slots.pop(str(cmd.slot), None)  # a former trial's, whose comparison never came: freed before the new
         out = self._forward(x, int(cmd.fwd_seed))
         if self.is_cuda:
             self._sync()
@@ -379,23 +384,31 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             if key == "last":  # the candidate's last comparison: its file's pages need not stay page-locked
                 self.transport.release_host_copy_mapping()
         comp = self.compare.compare_outputs(cmd.tree, outs.tensors, ref_out, self.atol, self.rtol)
-        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
-        modified = None
-        if len(ins.tensors) != len(ref_inputs):
-            modified = "the candidate reported a different number of inputs"
-        else:
-            for k, (a, b) in enumerate(zip(ins.tensors, ref_inputs)):
-                if not self.compare.tensors_equal(a, b):
-                    modified = f"input {k} was modified in place by the candidate"
-                    break
+        modified = self._inputs_modified(ins.tensors, x)
         if self.is_cuda:
             self._sync()
-        del outs, ins
+        del outs, ins, x, ref_out
         if key != "last":
             self.slots.pop(key, None)
+        else:
+            # The candidate's last comparison: the last timed call is not read again, and what this comparison
+            # allocated (its copies of the candidate's outputs and inputs) goes back to the driver, for the
+            # candidate's launch trace; the reference held 30 GiB here on the H100 (official level 1, 6 GiB tensors).
+            self.last = None
+            self._release_cached_memory()
         return protocol.CompareReply(passed=comp.ok and modified is None, reason=comp.reason or modified,
                                      max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
                                      inputs_modified=modified is not None), []
+
+    def _inputs_modified(self, received: list, x: list) -> str | None:
+        """Why the candidate's inputs after its call differ from the reference's (None: they are the same)."""
+        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
+        if len(received) != len(ref_inputs):
+            return "the candidate reported a different number of inputs"
+        for k in range(len(ref_inputs)):
+            if not self.compare.tensors_equal(received[k], ref_inputs[k]):
+                return f"input {k} was modified in place by the candidate"
+        return None
 
     def _check_claims(self, cmd: protocol.Compare, x: list, ref_out: Any) -> tuple[str | None, int, int]:
         """Why the candidate's descriptions cannot pass, decided before anything is read (None if they may), how
@@ -429,6 +442,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
+        if self.release_arena:  # the last timed output's export: no export follows it
+            self.release_arena = False
+            self.arena.release()
         self._collect_cycles()
         if self.is_cuda:
             self._sync()
@@ -437,9 +453,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         return protocol.DoneReply(), []
 
     def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
+        """The last timed call's outputs and inputs for the reference's check. Nothing reads them again: they are
+        the export's until its ``Release``, which then frees them and the arena too."""
         x, out = self.last
+        self.last = None
         with evaluator_allocations(self.torch, "copying the last timed output for the reference"):
             payload, b = self._export(out, x)
+        self.release_arena = True
         return protocol.ExportReply(**payload, threads_started=None), b
 
     def cmd_check_patches(self, cmd: protocol.CheckPatches, blobs: list) -> tuple[protocol.Reply, list]:
