@@ -129,6 +129,25 @@ def test_a_shared_buffer_carries_cuda_tensors_exact_in_one_process():
             assert y.data_ptr() != x.data_ptr()  # the reference compares its own copy
 
 
+def test_a_new_shared_buffer_takes_the_memory_pytorch_kept_cached():
+    """A shared buffer is made by the driver (cuMemCreate), outside PyTorch's caching allocator: blocks the allocator
+    keeps cached (a forward's temporaries) could never become it, and on the 80 GB H100 the candidate's export
+    buffer was made beside 6 GiB of them. The arena gives the cache back before it makes a buffer."""
+    import torch
+
+    from kernelbench.evaluation.worker.export import ExportArena
+
+    dev = torch.device("cuda:0")
+    arena = ExportArena(torch, dev)
+    assert arena.share(True) is None, "the driver makes a shareable buffer"
+    t = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    del t
+    assert torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) >= 256 << 20  # cached, not in use
+    arena.begin(64 << 20)
+    assert torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) < 256 << 20
+    assert arena.shared is not None and arena.shared.size >= 64 << 20
+
+
 def test_an_export_through_the_shared_buffer_is_in_it_when_the_reply_is_sent():
     """The reference reads the buffer in another process, in a CUDA context whose copies nothing orders after the
     candidate's: the export must wait for its own copies before it answers. Found on an 80 GB H100 (official level

@@ -192,6 +192,10 @@ class ExportArena:
         if self.buf is None or self.buf.numel() < need_bytes:
             self.buf, self.shared = None, None
             if self.sharing:
+                if self.device.type == "cuda":
+                    # A shared buffer is the driver's memory, not the caching allocator's: blocks PyTorch keeps cached
+                    # (a forward's temporaries, the last trial's tensors) cannot become it. Given back first.
+                    self.torch.cuda.empty_cache()
                 try:
                     self._new_shared(max(need_bytes, self.ALIGN))
                     return
