@@ -601,3 +601,236 @@ def test_the_reference_lets_go_of_the_kept_mapping_after_the_last_comparison_and
     assert transport._reading is not None  # a trial: kept for the next one
     w.cmd_compare(protocol.Compare(slot="last", tree={"t": "scalar", "v": None}, outputs=[], inputs=[]), [])
     assert transport._reading is None  # the candidate's last comparison
+
+
+
+# ------------------------------------------------------------------ allocation failures are ours, never verdicts
+_RELU_PROBLEM = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(64, 32)]\n\n"
+                 "def get_init_inputs():\n    return []\n")
+
+
+def _cpu_worker(role: str):
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.seeds import INIT_SEED
+    from kernelbench.evaluation.worker.process import Worker
+
+    w = Worker(role, "cpu")
+    w.cmd_init(protocol.Init(), [])
+    if role == "reference":
+        w.cmd_setup(protocol.Setup(code=_RELU_PROBLEM, precision="fp32", atol=1e-4, rtol=1e-4, init_seed=INIT_SEED,
+                                   probe_seed=None, ieee_fp32=True, compile_mode=None), [])
+    else:  # what cmd_load leaves, without installing the build cache's import hooks in the test process
+        w.problem = w.inputs.load_module(_RELU_PROBLEM, "kb_problem", "<problem>")
+        w.model = w.inputs.build_model(w.problem.Model, w.problem.get_init_inputs, INIT_SEED, w.device, "fp32")
+    return w
+
+
+def _simulated_oom(*args, **kwargs):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB (simulated)")
+
+
+def _error_stage(e: BaseException, where: str):
+    """The stage the parent gives the error reply the worker's command loop makes of ``e``."""
+    from kernelbench.evaluation.parent.verdict import stage_of
+    from kernelbench.evaluation.worker.process import _error_reply
+    from kernelbench.results import Stage
+
+    reply = _error_reply(e, where)
+    return reply, stage_of(reply, Stage.RUN)
+
+
+def test_memory_the_reference_cannot_get_for_its_copies_is_ours_not_a_wrong_output(monkeypatch):
+    """On an 80 GB H100 the reference's copies of a candidate's 6-8 GiB outputs could not be allocated, and the
+    comparison answered "could not read the candidate's outputs: CUDA out of memory": a wrong-output verdict on
+    identity candidates. An allocation failure while reading is the evaluator's (EvaluatorOutOfMemory, which the
+    parent records as an infrastructure failure); a description the candidate got wrong still fails it."""
+    from kernelbench.evaluation import protocol, transport
+    from kernelbench.evaluation.worker.memory import EvaluatorOutOfMemory
+    from kernelbench.results import Stage
+
+    w = _cpu_worker("reference")
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    x, out = w.slots["0"]
+    outs, out_blobs = encode_tensors([out])
+    ins, in_blobs = encode_tensors(list(x))
+    ins[0]["blob"] = 1
+    tree = {"t": "tensor", "i": 0, "cls": "torch.Tensor"}
+    compare = protocol.Compare(slot=0, tree=tree, outputs=outs, inputs=ins)
+    monkeypatch.setattr(transport, "decode_tensors", _simulated_oom)  # the reference's copies cannot be allocated
+    with pytest.raises(EvaluatorOutOfMemory, match="ran out of memory copying the candidate's outputs") as info:
+        w.cmd_compare(compare, [*out_blobs, *in_blobs])
+    reply, stage = _error_stage(info.value, "compare")
+    assert reply.type == "EvaluatorOutOfMemory" and stage == Stage.INFRASTRUCTURE
+    monkeypatch.undo()
+    # The same comparison with the memory there passes; a lie in the description still fails the candidate.
+    reply, _ = w.cmd_compare(compare, [*out_blobs, *in_blobs])
+    assert reply.passed, reply.reason
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    bad = protocol.Compare(slot=0, tree=tree, outputs=[{**outs[0], "blob": 7}], inputs=ins)
+    reply, _ = w.cmd_compare(bad, [*out_blobs, *in_blobs])
+    assert not reply.passed and "could not read the candidate's outputs: bad blob index" in reply.reason
+
+
+def test_memory_a_candidates_export_cannot_get_is_ours_not_the_candidates_failure(monkeypatch):
+    """The copies a candidate worker makes of its outputs for the reference are our code's allocations: when they
+    fail, the reply names EvaluatorOutOfMemory (an infrastructure failure), not the candidate's error; memory its
+    own forward cannot get stays its own."""
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.worker.memory import EvaluatorOutOfMemory
+    from kernelbench.results import Stage
+
+    w = _cpu_worker("candidate")
+    run = protocol.Run(seed=1, fwd_seed=2, slot=None, poison=False)
+    reply, blobs = w.cmd_run(run, [])
+    assert isinstance(reply, protocol.ExportReply) and len(reply.outputs) == 1
+    w.cmd_release(protocol.Release(), [])
+    monkeypatch.setattr(torch.Tensor, "clone", _simulated_oom)  # the snapshot of the outputs cannot be allocated
+    with pytest.raises(EvaluatorOutOfMemory, match="copying the candidate's outputs for the reference") as info:
+        w.cmd_run(run, [])
+    monkeypatch.undo()
+    reply, stage = _error_stage(info.value, "run")
+    assert stage == Stage.INFRASTRUCTURE and "Tried to allocate 6.00 GiB" in reply.message
+    w.last = ([torch.ones(3)], torch.ones(3))
+    monkeypatch.setattr(torch.Tensor, "clone", _simulated_oom)
+    with pytest.raises(EvaluatorOutOfMemory, match="copying the last timed output"):
+        w.cmd_export_last(protocol.ExportLast(), [])
+    monkeypatch.undo()
+    # The candidate's own forward running out of memory is its failure, as before.
+    monkeypatch.setattr(w.model, "forward", _simulated_oom)
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        w.cmd_run(run, [])
+    assert _error_stage(info.value, "run")[1] == Stage.RUN
+
+
+def test_the_export_arena_falls_back_from_a_shared_buffer_it_cannot_get_and_keeps_nothing_half_made(monkeypatch):
+    """Where a larger shared buffer cannot be made (out of device memory), the arena falls back to an ordinary
+    buffer (the export then travels as host copies); where that cannot be allocated either, the failure is an
+    allocation failure the worker reports as ours, and the arena holds no buffer, shared or not."""
+    from kernelbench.evaluation import shared_memory
+    from kernelbench.evaluation.worker.export import ExportArena
+    from kernelbench.evaluation.worker.memory import is_out_of_memory
+
+    def no_shared(size, device):
+        raise shared_memory.SharedMemoryError("cuMemCreate failed: CUDA driver error 2 (out of memory)")
+
+    arena = ExportArena(torch, torch.device("cpu"))
+    arena.sharing = True  # as after a successful share(True) on a GPU
+    monkeypatch.setattr(shared_memory, "SharedBuffer", no_shared)
+    a = torch.randn(100)
+    arena.begin(ExportArena.span([a]))
+    assert not arena.sharing and arena.shared is None and arena.buf is not None
+    assert torch.equal(arena.copy(a), a)
+    arena.sharing = True
+    monkeypatch.setattr(torch, "empty", _simulated_oom)
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        arena.begin(ExportArena.span([torch.randn(1000)]))
+    monkeypatch.undo()
+    assert is_out_of_memory(torch, info.value)
+    assert arena.buf is None and arena.shared is None and arena.used == 0
+    assert not arena.sharing, "a failed shared buffer is not tried again for every export"
+    big = torch.randn(1000)
+    assert torch.equal(arena.copy(big), big)  # no buffer: a clone
+
+
+def test_allocation_failures_are_told_from_other_errors():
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.worker.memory import EvaluatorOutOfMemory, as_evaluator_oom, is_out_of_memory
+
+    assert EvaluatorOutOfMemory.__name__ == protocol.EVALUATOR_OUT_OF_MEMORY  # the name the parent goes by
+
+    for e in (torch.OutOfMemoryError("CUDA out of memory."), MemoryError(),
+              RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"),
+              RuntimeError("CUDA error: out of memory"), EvaluatorOutOfMemory("x")):
+        assert is_out_of_memory(torch, e), e
+    for e in (RuntimeError("shape mismatch"), ValueError("out of memory"), KeyError("x")):
+        assert not is_out_of_memory(torch, e) and as_evaluator_oom(torch, e, "x") is None
+    ours = EvaluatorOutOfMemory("already ours")
+    assert as_evaluator_oom(torch, ours, "x") is ours
+    wrapped = as_evaluator_oom(torch, MemoryError(), "making the inputs")
+    assert isinstance(wrapped, EvaluatorOutOfMemory) and "making the inputs: MemoryError" in str(wrapped)
+
+
+# ------------------------------------------------------------------ what an evaluation holds, and for how long
+def _alive(*tensors):
+    import weakref
+
+    probes = [weakref.ref(t) for t in tensors]
+    return lambda: [p() is not None for p in probes]
+
+
+def test_the_last_timed_output_and_the_arena_are_let_go_once_the_reference_has_read_them():
+    """On the H100 the candidate held the last timed call's inputs and outputs and its export arena (both 12 GiB for
+    official level-1 problems) through the launch trace, whose forward then ran out of memory. The export keeps them
+    only until its Release; the arena is made again if anything is exported later."""
+    import gc
+
+    from kernelbench.evaluation import protocol
+
+    w = _cpu_worker("candidate")
+    w.arena.begin(1 << 16)  # the buffer a correctness trial's export left (CPU workers copy without it)
+    x, out = torch.randn(64, 32), torch.randn(64, 32)
+    w.last = ([x], out)
+    alive = _alive(x, out)
+    del x, out
+    reply, blobs = w.cmd_export_last(protocol.ExportLast(), [])
+    assert isinstance(reply, protocol.ExportReply) and w.last is None
+    del blobs
+    assert alive() == [True, True], "the export holds them until the reference has read it"
+    w.cmd_release(protocol.Release(), [])
+    gc.collect()
+    assert alive() == [False, False] and w.arena.buf is None
+    # A later export makes the arena again; a trial's Release keeps it for the next trial.
+    w.arena.begin(1 << 16)
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=None, poison=False), [])
+    w.cmd_release(protocol.Release(), [])
+    assert w.arena.buf is not None
+
+
+def test_the_reference_lets_go_of_the_last_timed_call_after_its_check_and_of_stale_slots():
+    """The reference kept the last timed call (two 6 GiB tensors on the H100) and its copies of the candidate's for
+    the rest of the job; a trial whose comparison never came left its slot for the next job of the problem."""
+    from kernelbench.evaluation import protocol
+
+    w = _cpu_worker("reference")
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    w.last = w.slots.pop("0")
+    alive = _alive(w.last[0][0], w.last[1])
+    outs, out_blobs = encode_tensors([w.last[1]])
+    ins, in_blobs = encode_tensors(list(w.last[0]))
+    ins[0]["blob"] = 1
+    reply, _ = w.cmd_compare(protocol.Compare(slot="last", tree={"t": "tensor", "i": 0, "cls": "torch.Tensor"},
+                                              outputs=outs, inputs=ins), [*out_blobs, *in_blobs])
+    assert reply.passed, reply.reason
+    assert w.last is None and alive() == [False, False]
+    # A stale slot is freed before the trial that reuses it computes, and at a new problem.
+    w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
+    stale = _alive(*w.slots["0"][0], w.slots["0"][1])
+    seen = []
+    forward = w.model.forward
+
+    def watched(*args):
+        seen.append(stale())
+        return forward(*args)
+
+    w.model.forward = watched
+    w.cmd_run(protocol.Run(seed=3, fwd_seed=4, slot=0, poison=False), [])
+    assert seen == [[False, False]], "the former trial's tensors were still held while the new one computed"
+    w.cmd_setup(protocol.Setup(code=_RELU_PROBLEM, precision="fp32", atol=1e-4, rtol=1e-4, init_seed=1,
+                               probe_seed=None, ieee_fp32=True, compile_mode=None), [])
+    assert w.slots == {} and w.last is None
+
+
+def test_the_timing_warm_up_starts_without_the_arena_and_the_slots_of_the_correctness_stage():
+    from kernelbench.evaluation import protocol
+
+    warm = protocol.Time(seeds=[1, 2], fwd_seeds=[3, 4], warmup=True, fingerprint=False, cushion_us=0)
+    ref = _cpu_worker("reference")
+    ref.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=4, poison=False), [])  # its comparison never came
+    stale = _alive(*ref.slots["4"][0])
+    ref.cmd_time(warm, [])
+    assert ref.slots == {} and stale() == [False]
+    cand = _cpu_worker("candidate")
+    cand.arena.begin(1 << 16)
+    cand.cmd_time(warm, [])
+    assert cand.arena.buf is None and cand.last is not None

@@ -73,6 +73,47 @@ def test_a_reference_that_cannot_start_is_ours(problems):
     assert result.infrastructure_failure
 
 
+#: A problem whose reference runs out of memory at its first correctness trial (its setup's two probe calls pass):
+#: the GPU is shared by two processes, and which one fails to allocate says nothing about the candidate.
+REFERENCE_OUT_OF_MEMORY = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB (simulated)")
+        return x.clamp_min(0)
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_out_of_memory_after_the_candidate_ran_is_ours_not_a_crash(tmp_path):
+    """Found on an 80 GB H100 with official level-1 problems of 6-8 GiB tensors: memory the reference could not get
+    must never count against the candidate (before: stage crash, ReferenceFailed, not evaluated again on resume)."""
+    problem = load_directory(write_problems(tmp_path, {"1_Relu.py": REFERENCE_OUT_OF_MEMORY})).get(1, 1)
+    session = DeviceSession("cpu", spares=1)
+    try:
+        result = run_job(session, EvalJob(problem, HONEST, SETTINGS))
+    finally:
+        session.close()
+    assert result.error is not None and result.error.stage == Stage.INFRASTRUCTURE, result.error
+    assert result.error.type == "EvaluatorOutOfMemory" and "out of memory" in result.error.message
+    assert result.infrastructure_failure and not result.correct
+    assert any("not a verdict" in f for f in result.flags), result.flags
+
+
 def test_legacy_records_of_our_failures_are_recognised():
     """eval_results.json written before the infrastructure stage: the issue's record and Modal's."""
     base = dict(level=1, problem_id=1, problem_name="x", backend="torch")

@@ -129,6 +129,74 @@ def test_a_shared_buffer_carries_cuda_tensors_exact_in_one_process():
             assert y.data_ptr() != x.data_ptr()  # the reference compares its own copy
 
 
+def test_a_new_shared_buffer_takes_the_memory_pytorch_kept_cached():
+    """A shared buffer is made by the driver (cuMemCreate), outside PyTorch's caching allocator: blocks the allocator
+    keeps cached (a forward's temporaries) could never become it, and on the 80 GB H100 the candidate's export
+    buffer was made beside 6 GiB of them. The arena gives the cache back before it makes a buffer."""
+    import torch
+
+    from kernelbench.evaluation.worker.export import ExportArena
+
+    dev = torch.device("cuda:0")
+    arena = ExportArena(torch, dev)
+    assert arena.share(True) is None, "the driver makes a shareable buffer"
+    t = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    del t
+    assert torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) >= 256 << 20  # cached, not in use
+    arena.begin(64 << 20)
+    assert torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) < 256 << 20
+    assert arena.shared is not None and arena.shared.size >= 64 << 20
+
+
+def test_an_export_through_the_shared_buffer_is_in_it_when_the_reply_is_sent():
+    """The reference reads the buffer in another process, in a CUDA context whose copies nothing orders after the
+    candidate's: the export must wait for its own copies before it answers. Found on an 80 GB H100 (official level
+    1, identity candidates of 6-8 GiB tensors): the last timed output's check read the input region before the
+    candidate's copy had landed and failed them with "input 0 was modified in place". Here the worker's stream is
+    kept busy by a spin so that its copies are still queued when the export returns on the old code; a read on
+    another stream (standing for the reference's context) must find exactly what was exported."""
+    import torch
+
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.worker.process import Worker
+
+    w = Worker("candidate", "cuda:0")
+    w.cmd_init(protocol.Init(), [])
+    reply, _ = w.cmd_share(protocol.Share(enable=True, fill=None), [])
+    assert reply.shared, reply.detail
+    dev = w.device
+    g = torch.Generator(device=dev).manual_seed(5)
+    x = torch.randn(32 << 20, device=dev, generator=g)  # 128 MiB each: the copies take a while, the spin longer
+    out = torch.randn(32 << 20, device=dev, generator=g)
+    w.last = ([x], out)
+    w.arena.begin(w.arena.span([out, x]))  # sized already (as by the trials): the export below allocates nothing
+    torch.cuda.synchronize()
+    torch.cuda._sleep(1_000_000_000)  # about half a second of spin on the worker's stream, ahead of its copies
+    payload, blobs = w.cmd_export_last(protocol.ExportLast(), [])
+    side = torch.cuda.Stream(dev)
+    with torch.cuda.stream(side):  # not ordered after the worker's stream, as the reference's context is not
+        buf = w.arena.shared.tensor(torch, dev)
+        got = [buf[d["shared"]["offset"]:d["shared"]["offset"] + x.numel() * 4].clone()
+               for d in (payload.outputs[0], payload.inputs[0])]
+    torch.cuda.synchronize()
+    assert torch.equal(got[0].view(torch.float32), out), "the output was read before its copy landed"
+    assert torch.equal(got[1].view(torch.float32), x), "the input was read before its copy landed"
+    # Nothing is exported after the last timed output: its Release gives the shared buffer back to the driver (on
+    # the H100 it held 12-16 GiB through the launch trace, whose forward then ran out of memory).
+    import gc
+    import weakref
+
+    shared = weakref.ref(w.arena.shared)
+    size = w.arena.shared.size
+    del buf, got, payload, blobs, x, out
+    free_before, _ = torch.cuda.mem_get_info(dev)
+    w.cmd_release(protocol.Release(), [])
+    gc.collect()
+    free_after, _ = torch.cuda.mem_get_info(dev)
+    assert w.arena.buf is None and w.arena.shared is None and w.last is None and shared() is None
+    assert free_after - free_before >= size, (free_before, free_after, size)
+
+
 def test_the_reference_reads_a_sandboxed_candidates_shared_buffer():
     """The point of the design: across the sandbox's PID namespace and uid, where CUDA IPC fails."""
     from kernelbench.evaluation import protocol

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 
 from kernelbench.backends import get_backend
+from kernelbench.evaluation import protocol
 from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.parent.session import DeviceSession, ReferenceInfo
 from kernelbench.evaluation.parent.stages import load, run_candidate, run_loaded
 from kernelbench.evaluation.parent.verdict import (
-    INFRASTRUCTURE_FLAG,
     StageTimes,
     Verdict,
     environment_from,
@@ -54,7 +54,10 @@ def run_job(session: DeviceSession, job: EvalJob,
         v.fail(Stage.CRASH, "WorkerDied", str(e), e.tail)
     except ReferenceBroken as e:
         session.drop_reference()
-        if e.before_candidate:
+        if e.out_of_memory:
+            # The reference ran out of memory (the GPU is shared by two processes): ours, whatever the candidate did.
+            v.fail(Stage.INFRASTRUCTURE, protocol.EVALUATOR_OUT_OF_MEMORY, str(e), e.traceback)
+        elif e.before_candidate:
             # Nothing of the candidate has run: ours entirely, evaluated again on resume.
             v.fail(Stage.INFRASTRUCTURE, "ReferenceFailed", str(e), e.traceback)
         else:
@@ -66,9 +69,7 @@ def run_job(session: DeviceSession, job: EvalJob,
         v.fail_with(e.reply, stage_of(e.reply, Stage.RUN))
     except Exception as e:  # a bug of ours, a lost worker pool: never the candidate's verdict
         log.exception("evaluation of %s failed in the evaluator", job.key)
-        v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", format_tb(e))
-        if v.error is not None and v.error.stage == Stage.INFRASTRUCTURE:
-            v.flags.append(INFRASTRUCTURE_FLAG)
+        v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", format_tb(e))  # flagged by fail
     return _result(session, job, v, started)
 
 
@@ -226,7 +227,6 @@ def _checked_before_running(session: DeviceSession, job: EvalJob, v: Verdict) ->
         # Our environment lacks the backend's optional package (kernelbench[cute], kernelbench[tilelang]): not a
         # verdict on the candidate, and evaluated again on resume once it is installed.
         v.fail(Stage.INFRASTRUCTURE, "MissingBackendPackage", spec.missing_message(missing))
-        v.flags.append(INFRASTRUCTURE_FLAG)
         return False
     return True
 

@@ -68,6 +68,8 @@ class Verdict:
     def fail(self, stage: Stage, type_: str, message: str, traceback: str | None = None) -> None:
         if self.error is None:
             self.error = StageError.make(stage, type_, message, traceback)
+            if stage == Stage.INFRASTRUCTURE and INFRASTRUCTURE_FLAG not in self.flags:
+                self.flags.append(INFRASTRUCTURE_FLAG)
         self.correct = False
 
     def fail_with(self, reply: protocol.ErrorReply, stage: Stage) -> None:
@@ -83,10 +85,15 @@ class Verdict:
 
 
 def stage_of(reply: protocol.ErrorReply, default: Stage) -> Stage:
-    """The stage a worker's error belongs to (compiler errors raised at a kernel's first call included)."""
+    """The stage a worker's error belongs to (compiler errors raised at a kernel's first call included).
+
+    Memory our own worker code could not get (protocol.EVALUATOR_OUT_OF_MEMORY) is ours: an infrastructure failure,
+    whatever the stage."""
     where = reply.where
     if reply.type in _COMPILE_ERROR_TYPES:
         return Stage.COMPILE
+    if reply.type == protocol.EVALUATOR_OUT_OF_MEMORY:
+        return Stage.INFRASTRUCTURE
     mapping = {"load": Stage.LOAD, "compile": Stage.COMPILE, "init": Stage.INIT, "run": Stage.RUN,
                "time": Stage.TIMING, "profile": Stage.RUN, "launches": Stage.RUN}
     return mapping.get(where, default)

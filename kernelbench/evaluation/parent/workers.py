@@ -54,10 +54,13 @@ class WorkerDied(Exception):
 class ReferenceBroken(Exception):
     """The reference worker failed: never the candidate's verdict (before the candidate ran: ours entirely)."""
 
-    def __init__(self, message: str, traceback: str | None = None, before_candidate: bool = False):
+    def __init__(self, message: str, traceback: str | None = None, before_candidate: bool = False,
+                 out_of_memory: bool = False):
         super().__init__(message)
         self.traceback = traceback
         self.before_candidate = before_candidate
+        #: The reference could not allocate (its copies of a candidate's outputs, its own forward): ours entirely.
+        self.out_of_memory = out_of_memory
 
 
 # ---------------------------------------------------------------------------- calls
@@ -150,7 +153,7 @@ def reference_receive(pending: Pending) -> tuple[R, list]:
     except WorkerFailed as e:
         r = e.reply
         raise ReferenceBroken(f"reference failed during {what}: {r.type}: {r.message}",
-                              r.traceback) from None
+                              r.traceback, out_of_memory=r.type in protocol.OUT_OF_MEMORY_TYPES) from None
     except (WorkerDied, StageTimeout) as e:
         raise ReferenceBroken(f"reference worker failed during {what}: {e}") from None
 

@@ -26,6 +26,9 @@ class ExportCommands:
     def _snapshot(self, leaves: list, inputs: list) -> list:
         """Start an export: copies of the output leaves (CUDA ones in the arena, with room left for the
         inputs), other values as they are."""
+        # The last export was read (the parent releases it before the next command): its views into the arena
+        # must not keep a smaller shared buffer alive while a larger one is made.
+        self.exported = None
         if self.is_cuda:
             self.arena.begin(self.arena.span([t for t in [*leaves, *inputs] if self._shareable(t)]))
         return [(self.arena.copy(t) if self._shareable(t) else t.detach().clone()) if type(t) is self.torch.Tensor
@@ -44,6 +47,13 @@ class ExportCommands:
             leaves = self._snapshot(leaves, in_tensors)
         if self.is_cuda:
             in_tensors = [self.arena.copy(t) if self._shareable(t) else t for t in in_tensors]
+            # Every copy into the arena done before the reply says it is there. The reference reads a shared
+            # buffer in another CUDA context, where nothing orders its copies after the ones queued on this
+            # stream (CUDA IPC carries an event for that; host copies wait anyway). Without this wait the
+            # reference read the input region of an 80 GB H100's multi-GB exports before the candidate's copy
+            # had landed there: the previous export's inputs, and "input 0 was modified in place" for
+            # identity candidates (official level 1, 25_Swish, 30_Softsign, 33_BatchNorm).
+            self._sync()
         plain = [t if type(t) is torch.Tensor else torch.empty(0, device=self.device) for t in leaves]
         shared = self.arena.shared
         out_descs, out_blobs = self.transport.encode_tensors(plain, self.host_copy, shared)
@@ -141,6 +151,14 @@ class ExportArena:
         self.sharing = False
         self.shared: Any = None  # its SharedBuffer
 
+    def release(self) -> None:
+        """Let go of the buffer (a shared one is unmapped and freed once no export's tensors hold it); the next
+        :meth:`begin` makes a new one, shared again if this arena shares. Exports are few and far apart in an
+        evaluation (a trial's outputs, then only the last timed call's), and the buffer is as large as the
+        outputs and inputs together: 12-16 GiB for official level-1 problems, held through the timing stage and
+        the launch trace for nothing, ran the H100's candidates out of memory in the profiled run."""
+        self.buf, self.shared, self.used = None, None, 0
+
     def share(self, enable: bool) -> str | None:
         """Make the buffer one shared by descriptor (or an ordinary one again); why not, when that fails."""
         self.buf, self.shared, self.sharing, self.used = None, None, False, 0
@@ -174,6 +192,10 @@ class ExportArena:
         if self.buf is None or self.buf.numel() < need_bytes:
             self.buf, self.shared = None, None
             if self.sharing:
+                if self.device.type == "cuda":
+                    # A shared buffer is the driver's memory, not the caching allocator's: blocks PyTorch keeps cached
+                    # (a forward's temporaries, the last trial's tensors) cannot become it. Given back first.
+                    self.torch.cuda.empty_cache()
                 try:
                     self._new_shared(max(need_bytes, self.ALIGN))
                     return

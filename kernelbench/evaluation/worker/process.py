@@ -17,6 +17,7 @@ from kernelbench.evaluation import protocol
 from kernelbench.evaluation.worker.bound import active_count as _active_count
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
+from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_allocations
 from kernelbench.evaluation.worker.timing import TimingCommands, WallEvent
 from kernelbench.evaluation.worker.trace import TraceCommands
 
@@ -71,6 +72,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.exported: Any = None
         self.last: tuple[list, Any] | None = None
         self.arena = ExportArena(self.torch, self.device)
+        #: The export being read is the last one (``ExportLast``): its Release lets go of the arena too.
+        self.release_arena = False
         self.snapshot = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
@@ -201,7 +204,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default too, stated so it holds
 
     def _make_inputs(self, seed: int) -> list:
-        return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+        try:  # a try costs nothing where nothing is raised (this runs between timed calls)
+            return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
+        except Exception as e:
+            ours = as_evaluator_oom(self.torch, e, "making the inputs")
+            if ours is None or ours is e:
+                raise
+            raise ours from e
 
     def _forward(self, inputs: list, fwd_seed: int):
         self.inputs.seed_everything(fwd_seed)
@@ -212,19 +221,22 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         """Fill memory the caching allocator will hand out next with 0xFF (NaN for floats)."""
         torch = self.torch
         in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-        free, _ = torch.cuda.mem_get_info(self.device)
-        size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
-        if size > 0:
-            big = torch.empty(size, dtype=torch.uint8, device=self.device)
-            big.fill_(0xFF)
-            del big
-        small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
-        del small
+        with evaluator_allocations(torch, "poisoning the allocator before a trial"):
+            free, _ = torch.cuda.mem_get_info(self.device)
+            size = int(min(free * 0.25, max(in_bytes, 256 * 1024 * 1024)))
+            if size > 0:
+                big = torch.empty(size, dtype=torch.uint8, device=self.device)
+                big.fill_(0xFF)
+                del big
+            small = [torch.empty(512 * 1024, dtype=torch.uint8, device=self.device).fill_(0xFF) for _ in range(16)]
+            del small
 
     # ------------------------------------------------------------------ commands
     def cmd_setup(self, cmd: protocol.Setup, blobs: list) -> tuple[protocol.Reply, list]:
         """Reference: build Model and find out whether its forward is random."""
         self.transport.release_host_copy_mapping()  # the last problem's candidate is gone
+        self.slots.clear()  # the last problem's tensors
+        self.last = None
         self.precision = cmd.precision
         self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
         self._set_fp32_math(bool(cmd.ieee_fp32))
@@ -334,12 +346,14 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             # Snapshot what exists when forward returns, in stream order: work finished later by a
             # thread or another stream does not count.
             tree, leaves = self.transport.flatten(out)
-            snap = self._snapshot(leaves, x)
-            if self.is_cuda:
-                self._sync()
-            threads = _active_count() - self.threads_before
-            payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
+            with evaluator_allocations(self.torch, "copying the candidate's outputs for the reference"):
+                snap = self._snapshot(leaves, x)
+                if self.is_cuda:
+                    self._sync()
+                threads = _active_count() - self.threads_before
+                payload, out_blobs = self._export(rebuild(tree, snap), x, staged=True)
             return protocol.ExportReply(**payload, threads_started=threads), out_blobs
+        self.slots.pop(str(cmd.slot), None)  # a former trial's, whose comparison never came: freed before the new
         out = self._forward(x, int(cmd.fwd_seed))
         if self.is_cuda:
             self._sync()
@@ -357,29 +371,44 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                                              inputs_modified=False), []
             outs, ins = self._received(cmd, blobs, extent, shared_size)
         except Exception as e:
+            # A description the candidate got wrong fails its comparison; memory the reference could not get for
+            # its copies is ours (an infrastructure failure), never a wrong output or a modified input.
+            ours = as_evaluator_oom(self.torch, e, "copying the candidate's outputs into the reference")
+            if ours is not None:
+                if ours is e:
+                    raise
+                raise ours from e
             return protocol.CompareReply(passed=False, reason=f"could not read the candidate's outputs: {e}",
                                          max_abs=None, max_rel=None, inputs_modified=False), []
         finally:
             if key == "last":  # the candidate's last comparison: its file's pages need not stay page-locked
                 self.transport.release_host_copy_mapping()
         comp = self.compare.compare_outputs(cmd.tree, outs.tensors, ref_out, self.atol, self.rtol)
-        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
-        modified = None
-        if len(ins.tensors) != len(ref_inputs):
-            modified = "the candidate reported a different number of inputs"
-        else:
-            for k, (a, b) in enumerate(zip(ins.tensors, ref_inputs)):
-                if not self.compare.tensors_equal(a, b):
-                    modified = f"input {k} was modified in place by the candidate"
-                    break
+        modified = self._inputs_modified(ins.tensors, x)
         if self.is_cuda:
             self._sync()
-        del outs, ins
+        del outs, ins, x, ref_out
         if key != "last":
             self.slots.pop(key, None)
+        else:
+            # The candidate's last comparison: the last timed call is not read again, and what this comparison
+            # allocated (its copies of the candidate's outputs and inputs) goes back to the driver, for the
+            # candidate's launch trace; the reference held 30 GiB here on the H100 (official level 1, 6 GiB tensors).
+            self.last = None
+            self._release_cached_memory()
         return protocol.CompareReply(passed=comp.ok and modified is None, reason=comp.reason or modified,
                                      max_abs=comp.max_abs_error, max_rel=comp.max_rel_error,
                                      inputs_modified=modified is not None), []
+
+    def _inputs_modified(self, received: list, x: list) -> str | None:
+        """Why the candidate's inputs after its call differ from the reference's (None: they are the same)."""
+        ref_inputs = [t for t in x if isinstance(t, self.torch.Tensor)]
+        if len(received) != len(ref_inputs):
+            return "the candidate reported a different number of inputs"
+        for k in range(len(ref_inputs)):
+            if not self.compare.tensors_equal(received[k], ref_inputs[k]):
+                return f"input {k} was modified in place by the candidate"
+        return None
 
     def _check_claims(self, cmd: protocol.Compare, x: list, ref_out: Any) -> tuple[str | None, int, int]:
         """Why the candidate's descriptions cannot pass, decided before anything is read (None if they may), how
@@ -413,6 +442,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
     def cmd_release(self, cmd: protocol.Release, blobs: list) -> tuple[protocol.Reply, list]:
         self.exported = None
+        if self.release_arena:  # the last timed output's export: no export follows it
+            self.release_arena = False
+            self.arena.release()
         self._collect_cycles()
         if self.is_cuda:
             self._sync()
@@ -421,8 +453,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         return protocol.DoneReply(), []
 
     def cmd_export_last(self, cmd: protocol.ExportLast, blobs: list) -> tuple[protocol.Reply, list]:
+        """The last timed call's outputs and inputs for the reference's check. Nothing reads them again: they are
+        the export's until its ``Release``, which then frees them and the arena too."""
         x, out = self.last
-        payload, b = self._export(out, x)
+        self.last = None
+        with evaluator_allocations(self.torch, "copying the last timed output for the reference"):
+            payload, b = self._export(out, x)
+        self.release_arena = True
         return protocol.ExportReply(**payload, threads_started=None), b
 
     def cmd_check_patches(self, cmd: protocol.CheckPatches, blobs: list) -> tuple[protocol.Reply, list]:

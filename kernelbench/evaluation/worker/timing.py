@@ -91,8 +91,13 @@ class TimingCommands:
         if cmd.cushion_us != self.cushion_us:  # calibrated again for another cushion (first call: for the first)
             self.cushion_us, self.cushion_cycles = int(cmd.cushion_us), None
         if warmup:
+            # Nothing exported before the timing stage is read again: the candidate's export arena (its outputs and
+            # inputs together, made again for the last timed call's export) and the reference's slots, left by a
+            # trial whose comparison never came, are given back before the timed calls (two processes, one GPU).
             self.exported = None
             self.last = None
+            self.arena.release()
+            self.slots.clear()
             self._collect_cycles()
             self._release_cached_memory()
         times, drained, fps, bounds, calls, wall = self._timed_calls(seeds, fwd_seeds, warmup, want_fp)
