@@ -647,7 +647,6 @@ def test_memory_the_reference_cannot_get_for_its_copies_is_ours_not_a_wrong_outp
     parent records as an infrastructure failure); a description the candidate got wrong still fails it."""
     from kernelbench.evaluation import protocol, transport
     from kernelbench.evaluation.worker.memory import EvaluatorOutOfMemory
-    from kernelbench.results import Stage
 
     w = _cpu_worker("reference")
     w.cmd_run(protocol.Run(seed=1, fwd_seed=2, slot=0, poison=False), [])
@@ -661,7 +660,8 @@ def test_memory_the_reference_cannot_get_for_its_copies_is_ours_not_a_wrong_outp
     with pytest.raises(EvaluatorOutOfMemory, match="ran out of memory copying the candidate's outputs") as info:
         w.cmd_compare(compare, [*out_blobs, *in_blobs])
     reply, stage = _error_stage(info.value, "compare")
-    assert reply.type == "EvaluatorOutOfMemory" and stage == Stage.INFRASTRUCTURE
+    # The reference's error reply (the parent makes it a ReferenceBroken, out of memory: tests/test_infrastructure_*).
+    assert reply.type == "EvaluatorOutOfMemory" and "Tried to allocate 6.00 GiB" in reply.message
     monkeypatch.undo()
     # The same comparison with the memory there passes; a lie in the description still fails the candidate.
     reply, _ = w.cmd_compare(compare, [*out_blobs, *in_blobs])
@@ -672,10 +672,11 @@ def test_memory_the_reference_cannot_get_for_its_copies_is_ours_not_a_wrong_outp
     assert not reply.passed and "could not read the candidate's outputs: bad blob index" in reply.reason
 
 
-def test_memory_a_candidates_export_cannot_get_is_ours_not_the_candidates_failure(monkeypatch):
+def test_memory_a_candidates_export_cannot_get_is_named_as_ours_but_stays_a_verdict(monkeypatch):
     """The copies a candidate worker makes of its outputs for the reference are our code's allocations: when they
-    fail, the reply names EvaluatorOutOfMemory (an infrastructure failure), not the candidate's error; memory its
-    own forward cannot get stays its own."""
+    fail, the reply names EvaluatorOutOfMemory and says what could not be copied. It stays a verdict on the candidate
+    (stage run, flagged out of memory by the parent): the reply comes from the candidate's process, where candidate
+    code could raise an exception of that name itself, and an infrastructure result would be left out of the scores."""
     from kernelbench.evaluation import protocol
     from kernelbench.evaluation.worker.memory import EvaluatorOutOfMemory
     from kernelbench.results import Stage
@@ -690,7 +691,12 @@ def test_memory_a_candidates_export_cannot_get_is_ours_not_the_candidates_failur
         w.cmd_run(run, [])
     monkeypatch.undo()
     reply, stage = _error_stage(info.value, "run")
-    assert stage == Stage.INFRASTRUCTURE and "Tried to allocate 6.00 GiB" in reply.message
+    assert stage == Stage.RUN and reply.type == "EvaluatorOutOfMemory" and "Tried to allocate 6.00 GiB" in reply.message
+    from kernelbench.evaluation.parent.verdict import OUT_OF_MEMORY_FLAG, Verdict
+
+    v = Verdict()
+    v.fail_with(reply, stage)
+    assert v.error.stage == Stage.RUN and OUT_OF_MEMORY_FLAG in v.flags
     w.last = ([torch.ones(3)], torch.ones(3))
     monkeypatch.setattr(torch.Tensor, "clone", _simulated_oom)
     with pytest.raises(EvaluatorOutOfMemory, match="copying the last timed output"):

@@ -18,6 +18,7 @@ from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.parent.session import DeviceSession, ReferenceInfo
 from kernelbench.evaluation.parent.stages import load, run_candidate, run_loaded
 from kernelbench.evaluation.parent.verdict import (
+    OUT_OF_MEMORY_FLAG,
     StageTimes,
     Verdict,
     environment_from,
@@ -54,14 +55,16 @@ def run_job(session: DeviceSession, job: EvalJob,
         v.fail(Stage.CRASH, "WorkerDied", str(e), e.tail)
     except ReferenceBroken as e:
         session.drop_reference()
-        if e.out_of_memory:
-            # The reference ran out of memory (the GPU is shared by two processes): ours, whatever the candidate did.
-            v.fail(Stage.INFRASTRUCTURE, protocol.EVALUATOR_OUT_OF_MEMORY, str(e), e.traceback)
-        elif e.before_candidate:
+        if e.before_candidate:
             # Nothing of the candidate has run: ours entirely, evaluated again on resume.
-            v.fail(Stage.INFRASTRUCTURE, "ReferenceFailed", str(e), e.traceback)
+            v.fail(Stage.INFRASTRUCTURE, protocol.EVALUATOR_OUT_OF_MEMORY if e.out_of_memory else "ReferenceFailed",
+                   str(e), e.traceback)
         else:
-            v.fail(Stage.CRASH, "ReferenceFailed", str(e), e.traceback)
+            # After candidate code has run the candidate may be the cause (a process that holds the GPU's memory, say),
+            # and an infrastructure result is left out of the scores: a verdict, marked for what it is.
+            v.fail(Stage.CRASH, "ReferenceOutOfMemory" if e.out_of_memory else "ReferenceFailed", str(e), e.traceback)
+            if e.out_of_memory:
+                v.flags.append(OUT_OF_MEMORY_FLAG)
         v.flags.append("the reference itself failed; this is not a verdict on the candidate")
     except WorkerFailed as e:
         # A candidate's command answered with an error where no stage catches it (a Release, say): a reference's

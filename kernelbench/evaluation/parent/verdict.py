@@ -29,6 +29,10 @@ _COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "MLIR
                         "PTXASError", "OutOfResources"}
 #: The flag every infrastructure failure carries, for readers that look at flags only.
 INFRASTRUCTURE_FLAG = "infrastructure failure: not a verdict on the candidate; evaluated again on resume"
+#: Out of device memory after candidate code ran: still a verdict (the candidate may have caused it, and the scores
+#: leave infrastructure results out), flagged for a human: on a GPU with more memory the result may differ.
+OUT_OF_MEMORY_FLAG = ("out of device memory in the evaluation (the reference, the evaluator's copies or the candidate): "
+                      "a verdict, but on a GPU with more memory the result may differ")
 
 
 class StageTimes(dict):
@@ -75,6 +79,8 @@ class Verdict:
     def fail_with(self, reply: protocol.ErrorReply, stage: Stage) -> None:
         """Fail at ``stage`` with the error a worker reported."""
         self.fail(stage, str(reply.type), str(reply.message), reply.traceback)
+        if reply.type in protocol.OUT_OF_MEMORY_TYPES and OUT_OF_MEMORY_FLAG not in self.flags:
+            self.flags.append(OUT_OF_MEMORY_FLAG)
 
     def fail_on_guard_errors(self, findings: list[GuardFinding]) -> bool:
         """Fail the guard stage if any of ``findings`` is an error; returns whether it did."""
@@ -87,13 +93,13 @@ class Verdict:
 def stage_of(reply: protocol.ErrorReply, default: Stage) -> Stage:
     """The stage a worker's error belongs to (compiler errors raised at a kernel's first call included).
 
-    Memory our own worker code could not get (protocol.EVALUATOR_OUT_OF_MEMORY) is ours: an infrastructure failure,
-    whatever the stage."""
+    Never INFRASTRUCTURE: these replies come from the candidate's process, where candidate code can raise an exception
+    of any name, ``EvaluatorOutOfMemory`` included. An infrastructure result is left out of the scores (pass@k
+    counts only verdicts), so one a candidate could claim would let a kernel that knows it is wrong (it can compute
+    the reference itself) withdraw its failures."""
     where = reply.where
     if reply.type in _COMPILE_ERROR_TYPES:
         return Stage.COMPILE
-    if reply.type == protocol.EVALUATOR_OUT_OF_MEMORY:
-        return Stage.INFRASTRUCTURE
     mapping = {"load": Stage.LOAD, "compile": Stage.COMPILE, "init": Stage.INIT, "run": Stage.RUN,
                "time": Stage.TIMING, "profile": Stage.RUN, "launches": Stage.RUN}
     return mapping.get(where, default)
