@@ -8,7 +8,6 @@ session also holds the CPU core its timed processes are pinned to.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -93,12 +92,6 @@ class DeviceSession:
         #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
         self.in_flight: WorkerProcess | None = None
         self.aborted = False
-        #: Between :meth:`allow_gpu_init` and :meth:`quiesce` a spare creates its CUDA context as soon as its process
-        #: has started, not at the next call of either: a job then finds its workers ready instead of waiting for
-        #: a context made at its own start. The lock orders a spare's start against the next timing's quiesce.
-        self._init_lock = threading.Lock()
-        self._init_allowed = False
-        self._closed = False
 
     @property
     def isolation(self) -> str:
@@ -114,15 +107,7 @@ class DeviceSession:
     def _spawn(self, role: str, backend: str | None) -> Spare:
         env = self.reference_env if role == "reference" else None
         conf = self.confinement if role == "candidate" else None
-        spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
-        spare.future.add_done_callback(lambda _f, sp=spare: self._started(sp))
-        return spare
-
-    def _started(self, spare: Spare) -> None:
-        """A spare's process has started: it creates its CUDA context now if nothing is being timed."""
-        with self._init_lock:
-            if self._init_allowed and not self._closed:
-                spare.begin_init()
+        return Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
 
     def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
         # A backend's worker environment (the Triton interpreter on the CPU) is set when the worker
@@ -153,17 +138,12 @@ class DeviceSession:
         return worker
 
     def allow_gpu_init(self) -> None:
-        """Nothing is being timed now: spares that have started create their CUDA contexts, and those still
-        starting do as soon as they have started, until :meth:`quiesce`."""
-        with self._init_lock:
-            self._init_allowed = True
-            for sp in self._all_spares():
-                sp.begin_init()
+        """Nothing is being timed now: spares that have started may create their CUDA contexts."""
+        for sp in self._all_spares():
+            sp.begin_init()
 
     def quiesce(self) -> None:
-        """About to time: no spare begins a CUDA context from now on, and every one under way must be over first."""
-        with self._init_lock:
-            self._init_allowed = False
+        """About to time: every CUDA context creation under way must be over first."""
         for sp in self._all_spares():
             sp.finish_init()
 
@@ -228,8 +208,6 @@ class DeviceSession:
                 sp.future.result().kill()
 
     def close(self) -> None:
-        with self._init_lock:
-            self._closed = True
         self.drop_reference()
         for sp in self._all_spares():
             if self.aborted:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -271,18 +270,15 @@ class Spare:
         self.worker: WorkerProcess | None = None
         self.init_sent: float | None = None
         self.ready = False
-        #: The Init is sent once, from the job's thread or from the pool's as the process starts (DeviceSession).
-        self._sending = threading.Lock()
 
     def begin_init(self) -> None:
-        with self._sending:
-            if self.ready or self.init_sent is not None or not self.future.done():
-                return
-            try:
-                self.worker = self.future.result()
-                self.init_sent = send_init(self.worker)
-            except Exception:
-                self.ready = True  # a broken spare; take() re-raises its error
+        if self.ready or self.init_sent is not None or not self.future.done():
+            return
+        try:
+            self.worker = self.future.result()
+            self.init_sent = send_init(self.worker)
+        except Exception:
+            self.ready = True  # a broken spare; take() re-raises its error
 
     def finish_init(self) -> None:
         if self.init_sent is not None and not self.ready:
@@ -291,10 +287,9 @@ class Spare:
 
     def take(self) -> WorkerProcess:
         worker = self.future.result()
-        with self._sending:
-            if self.init_sent is None:
-                self.worker = worker
-                self.init_sent = send_init(worker)
+        if self.init_sent is None:
+            self.worker = worker
+            self.init_sent = send_init(worker)
         self.finish_init()
         return worker
 
