@@ -104,6 +104,11 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 self.preloaded.append(name)
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
+        if self.is_cuda and role in ("candidate", "reference"):
+            # Triton's import (a second or so of CPU) happens now, while the process starts, not in Init, which a
+            # job or the next timing may be waiting for; Init only compiles and launches the fingerprint kernel.
+            from kernelbench.evaluation import fingerprint_kernel  # noqa: F401
+
         self.compare = compare
         self.fingerprinter = compare.Fingerprinter()
         # The trace and profile hooks in place before any candidate code (a coverage tool's, say): a timed call
