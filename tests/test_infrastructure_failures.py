@@ -226,3 +226,41 @@ def test_ctrl_c_stops_the_batch_within_seconds_and_records_only_real_verdicts(pr
     assert results[(1, 0)].correct and not infrastructure_failures(list(results.values()))
     time.sleep(1.0)
     assert not [p for p in workers if _alive(p)], "worker processes outlived the interrupted batch"
+
+
+#: A candidate that writes its own reply on the worker's channel while it is imported: a LoadReply of the right kind
+#: and keys whose ``threads_started`` is a string, which the parent's code cannot compare with 0. It knows its kernel
+#: is wrong; an infrastructure result would be left out of the scores (pass@k) and evaluated again on resume.
+FORGED_REPLY = '''
+import json, os, socket, struct, sys
+import torch
+import torch.nn as nn
+
+_fd = int(sys.argv[sys.argv.index("--fd") + 1])
+_sock = socket.socket(fileno=os.dup(_fd))
+_header = json.dumps({"reply": "load", "cuda_mem": None, "import_s": 0.0, "builds": [], "threads_started": "many",
+                      "findings": [], "_nblobs": 0}).encode()
+_sock.sendall(struct.pack(">Q", len(_header)) + _header)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_reply_the_candidate_forged_to_break_the_parent_is_a_verdict_not_an_infrastructure_result(problems):
+    """An attacker's review (session 18): an exception in our parent code is an infrastructure failure, and the
+    candidate's process can write any well-formed reply on its channel, of types our code does not expect. Once
+    candidate code has run, such an error is a verdict (a crash), flagged for a human, as a reference that runs out of
+    memory then is."""
+    problem = load_directory(problems).get(1, 1)
+    session = DeviceSession("cpu", spares=1)
+    try:
+        result = run_job(session, EvalJob(problem, FORGED_REPLY, SETTINGS))
+    finally:
+        session.close()
+    assert result.error is not None, result
+    assert not result.infrastructure_failure, result.error
+    assert result.error.stage == Stage.CRASH and not result.correct, result.error
+    assert any("after candidate code ran" in f for f in result.flags), result.flags

@@ -18,6 +18,7 @@ from kernelbench.evaluation import seeds as seedlib
 from kernelbench.evaluation.parent.session import DeviceSession, ReferenceInfo
 from kernelbench.evaluation.parent.stages import load, run_candidate, run_loaded
 from kernelbench.evaluation.parent.verdict import (
+    EVALUATOR_ERROR_FLAG,
     OUT_OF_MEMORY_FLAG,
     StageTimes,
     Verdict,
@@ -70,9 +71,16 @@ def run_job(session: DeviceSession, job: EvalJob,
         # A candidate's command answered with an error where no stage catches it (a Release, say): a reference's
         # failures arrive as ReferenceBroken, so this one is the candidate's, never an infrastructure failure.
         v.fail_with(e.reply, stage_of(e.reply, Stage.RUN))
-    except Exception as e:  # a bug of ours, a lost worker pool: never the candidate's verdict
+    except Exception as e:  # a bug of ours, a lost worker pool; or a reply the candidate's process made to break us
         log.exception("evaluation of %s failed in the evaluator", job.key)
-        v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", format_tb(e))  # flagged by fail
+        if v.candidate_started:
+            # What our code reads comes from the candidate's process, which can write any well-formed reply on its
+            # channel (a LoadReply whose threads_started is a string raised TypeError here): as an infrastructure
+            # result it would be left out of the scores, so a kernel that knows it is wrong could withdraw itself.
+            v.fail(Stage.CRASH, type(e).__name__, f"evaluator error after candidate code ran: {e}", format_tb(e))
+            v.flags.append(EVALUATOR_ERROR_FLAG)
+        else:
+            v.fail(Stage.INFRASTRUCTURE, type(e).__name__, f"evaluator error: {e}", format_tb(e))  # flagged by fail
     return _result(session, job, v, started)
 
 
@@ -200,6 +208,7 @@ def _candidate_worker(session: DeviceSession, job: EvalJob, v: Verdict) -> Worke
     t0 = time.monotonic()
     cand = session.candidate_worker(job.settings.backend)
     session.in_flight = cand
+    v.candidate_started = True
     v.stage_times["candidate_start"] = time.monotonic() - t0
     return cand
 

@@ -34,6 +34,11 @@ INFRASTRUCTURE_FLAG = "infrastructure failure: not a verdict on the candidate; e
 OUT_OF_MEMORY_FLAG = ("out of device memory in the evaluation (the reference, the evaluator's copies or the candidate): "
                       "a verdict, but on a GPU with more memory the result may differ")
 
+#: An error of our parent code after candidate code ran: a verdict too, since the candidate's process writes what
+#: our code reads (it can put any well-formed reply on its channel, of types our code does not expect).
+EVALUATOR_ERROR_FLAG = ("evaluator error after candidate code ran: a verdict (the candidate's process may have caused "
+                        "it), flagged for a human")
+
 
 class StageTimes(dict):
     """Stage durations that also report each one as it is recorded (progress while a job runs)."""
@@ -68,6 +73,9 @@ class Verdict:
     stage_times: dict[str, float] = field(default_factory=dict)
     host_share: float | None = None
     own_kernel_share: float | None = None
+    #: A candidate worker was given this job (its code may have run): from then on an error of our parent code is a
+    #: verdict, not an infrastructure failure (scores leave those out; see stage_of).
+    candidate_started: bool = False
 
     def fail(self, stage: Stage, type_: str, message: str, traceback: str | None = None) -> None:
         if self.error is None:
