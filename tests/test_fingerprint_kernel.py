@@ -197,3 +197,61 @@ def test_the_trusted_cache_applies_only_inside_the_block(monkeypatch, tmp_path):
     assert "TRITON_CACHE_DIR" not in os.environ
     with fk.triton_cache(None):
         assert "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_the_patch_detector_sees_the_driver_the_engine_its_owner_and_what_the_launch_path_reads_by_name():
+    """An attacker's review (session 18): each of these put candidate code inside the fingerprint, after the timed
+    call, with no change the detector saw. ``triton.runtime.driver`` is the DriverConfig, not the module, so the
+    driver's watch held ``id(None)``; the engine's and its Fingerprinter's own attributes (``engine.sums = ...``
+    shadows the method) were not compared; nor were the globals the launch path reads by name, nor the knobs'
+    class descriptors."""
+    run_child("""
+        import types
+        import triton
+        import triton.runtime as triton_runtime
+        from triton.runtime import interpreter
+
+        class Driver:  # the real CudaDriver needs a GPU; what matters is its attributes, as CudaDriver keeps them
+            def __init__(self):
+                self.get_current_stream = lambda index: 0
+                self.get_current_device = lambda: 0
+
+        triton_runtime.driver.set_active(Driver())
+        fp = compare.Fingerprinter(4096)
+        assert fp.enable_fused(torch.device("cpu"))
+        engine = fp.fused
+        before = rt.PatchSnapshot.take()
+        for k in range(3):
+            fp.measure([torch.randn(5000 + k)], (1e-2, 1e-2), key=k)
+        assert before.changes(rt.PatchSnapshot.take()) == []
+
+        def changed_by(target, name, value):
+            had = name in vars(target) or name == "__class__"
+            old = vars(target)[name] if name in vars(target) else getattr(target, name, None)
+            setattr(target, name, value)
+            try:
+                return before.changes(rt.PatchSnapshot.take())
+            finally:
+                if had:
+                    setattr(target, name, old)
+                else:
+                    delattr(target, name)
+                assert before.changes(rt.PatchSnapshot.take()) == []
+
+        def hook(*a, **k):
+            return None
+
+        active = triton_runtime.driver._active
+        assert any(k.startswith("triton driver.active") for k in changed_by(active, "get_current_stream", hook))
+        assert any(k.startswith("triton driver") for k in changed_by(triton_runtime.driver, "_active", Driver()))
+        got = changed_by(engine, "sums", hook)
+        assert any(k.startswith("fingerprint engine[0].__dict__") for k in got), got
+        assert any("engine[0]" in k for k in changed_by(engine, "__class__", type("Sub", (fk.FusedSums,), {}))), got
+        assert any(k.startswith("fingerprinter[0]") for k in changed_by(fp, "measure", hook))
+        assert any(k.startswith("fingerprinter[0]") for k in changed_by(fp, "fused", types.SimpleNamespace()))
+        got = changed_by(interpreter, "GridExecutor", hook)  # a global the kernel's run reads by name
+        assert any(k.endswith("run global GridExecutor") for k in got), got
+        knobs_cls = type(triton.knobs.runtime)
+        got = changed_by(knobs_cls, "launch_enter_hook", property(lambda self: None))
+        assert any("launch_enter_hook" in k and "<" in k for k in got), got
+    """)

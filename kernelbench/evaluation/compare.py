@@ -371,6 +371,7 @@ class Fingerprinter:
             return False
         try:
             self.fused = fingerprint_kernel.FusedSums.start(device, self.chunk)
+            fingerprint_kernel.watch_owner(self)
         except Exception as e:  # no Triton, a compiler problem: the torch path gives the same sums, slower
             log.warning("fused fingerprint unavailable, using torch operators: %s", e)
             self.fused = None

@@ -22,6 +22,7 @@ patch detector's snapshot (:func:`watched`).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -279,6 +280,9 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
     if depth <= 0 or id(obj) in seen or len(out) > 5000:
         return
     seen.add(id(obj))
+    if isinstance(obj, types.FunctionType):  # the binder Triton generates: what its globals name (specialize_impl)
+        _globals_of(obj, path, out)
+        return
     if isinstance(obj, dict):
         for k, v in list(obj.items()):
             _walk(v, f"{path}[{k!r:.80}]", out, depth - 1, seen)
@@ -298,6 +302,45 @@ def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
             if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
                 fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
                 out[f"{path}<{klass.__qualname__}>.{k}"] = ("id", id(fn), id(getattr(fn, "__code__", None)))
+                if (klass.__module__ or "").startswith(("triton", "kernelbench")):
+                    _globals_of(fn, f"{path}<{klass.__qualname__}>.{k}", out)
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` and the functions defined inside it read."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def _globals_of(fn: Any, path: str, out: dict[str, tuple]) -> None:
+    """The module globals and builtins ``fn`` reads, and those objects' attributes it names: what a launch runs
+    through without being an attribute of any watched object (``jit.run`` reads its module's ``knobs`` and
+    ``driver``, calls ``compute_cache_key`` and ``len``). Replacing ``triton.runtime.jit.knobs`` with a look-alike
+    whose ``runtime.launch_enter_hook`` is candidate code changed nothing the rest of this watch sees."""
+    code = getattr(fn, "__code__", None)
+    glb = getattr(fn, "__globals__", None)
+    if not isinstance(code, types.CodeType) or not isinstance(glb, dict):
+        return
+    names = _code_names(code)
+    for name in sorted(names):
+        if name in glb:
+            obj = glb[name]
+        elif hasattr(builtins, name):
+            obj = getattr(builtins, name)
+        else:
+            continue
+        if isinstance(obj, _IMMUTABLE):
+            out[f"{path} global {name}"] = ("value", repr(obj)[:200])
+            continue
+        out[f"{path} global {name}"] = ("id", id(obj), id(getattr(obj, "__code__", None)))
+        if isinstance(obj, types.ModuleType):
+            for attr in sorted(names & set(vars(obj))):
+                value = vars(obj)[attr]
+                out[f"{path} global {name}.{attr}"] = ("value", repr(value)[:200]) if isinstance(value, _IMMUTABLE) \
+                    else ("id", id(value), id(getattr(value, "__code__", None)))
 
 
 def watched() -> dict[str, tuple]:
@@ -315,6 +358,11 @@ def watched() -> dict[str, tuple]:
         if run is not None and not isinstance(run, types.BuiltinFunctionType):
             _class_methods(type(run), f"fingerprint launcher[{i}]", out)
         out[f"fingerprint engine[{i}]"] = ("id", id(engine.compiled), id(engine.partials))
+        # The engine's own attributes: one named ``sums`` or ``accepts`` shadows the class's method unseen by the
+        # class's watch, and ``__class__`` can be swapped for a subclass's.
+        _instance(engine, f"fingerprint engine[{i}]", out, _ENGINE_STATE)
+    for i, owner in enumerate(_OWNERS):
+        _instance(owner, f"fingerprinter[{i}]", out, _OWNER_STATE)
     runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
     if runtime_knobs is not None:
         for name in dir(runtime_knobs):
@@ -324,9 +372,53 @@ def watched() -> dict[str, tuple]:
                 except Exception:
                     continue
                 _walk(value, f"triton.knobs.runtime.{name}", out, 3, set())  # a hook chain's calls too
-    from triton.runtime import driver as driver_mod
+    for group in ("runtime", "compilation"):  # a launch reads these through their classes' descriptors
+        obj = getattr(getattr(triton, "knobs", None), group, None)
+        if obj is not None:
+            # (not its own attributes: setting a hook and putting the old one back leaves a key; the hooks' values
+            # are watched above)
+            out[f"triton.knobs.{group}"] = ("id", id(obj), id(type(obj)))
+            for klass in type(obj).__mro__[:-1]:
+                for k, v in list(vars(klass).items()):
+                    out[f"triton.knobs.{group}<{klass.__qualname__}>.{k}"] = ("id", id(v))
+    # ``triton.runtime.driver`` is the DriverConfig itself (the package's attribute hides the module of that name).
+    # Each launch asks its active driver for the device and the stream through that object's own attributes
+    # (``get_current_device``, ``get_current_stream``): Python a candidate could replace, run inside the fingerprint.
+    import triton.runtime as triton_runtime
 
-    drv = getattr(driver_mod, "driver", None)
-    active = getattr(drv, "active", None)
-    out["triton driver"] = ("id", id(drv), id(active))
+    drv = getattr(triton_runtime, "driver", None)
+    if drv is not None and not isinstance(drv, types.ModuleType):
+        _instance(drv, "triton driver", out, None)
+        active = vars(drv).get("_active")
+        if active is not None:
+            _instance(active, "triton driver.active", out, None)
+            _walk(active, "triton driver.active", out, 3, set())
     return out
+
+
+#: Attributes that change in honest use (counters, buffers sized to the largest output): their keys are watched,
+#: not their values.
+_ENGINE_STATE = frozenset({"launches"})
+_OWNER_STATE = frozenset({"_buf", "_w", "_w2"})
+
+
+def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[str] | None) -> None:
+    """``obj``'s class (and its methods) and every attribute of its own: an added one may shadow a method."""
+    out[f"{path}.__class__"] = ("id", id(type(obj)))
+    _class_methods(type(obj), path, out)
+    attrs = dict(getattr(obj, "__dict__", {}))
+    out[f"{path}.__dict__"] = ("keys", tuple(sorted(map(str, attrs))))
+    for k, v in attrs.items():
+        if changing is not None and k in changing:
+            continue
+        out[f"{path}.__dict__[{k!r:.80}]"] = ("value", repr(v)[:200]) if isinstance(v, _IMMUTABLE) else \
+            ("id", id(v), id(getattr(v, "__code__", None)))
+
+
+def watch_owner(owner: Any) -> None:
+    """Watch ``owner`` (the Fingerprinter whose ``fused`` is an engine) too: its ``fused`` and its methods."""
+    _OWNERS.append(owner)
+
+
+#: The Fingerprinters using an engine (compare.Fingerprinter.enable_fused), for :func:`watched`.
+_OWNERS: list[Any] = []
