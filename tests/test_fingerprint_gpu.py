@@ -139,3 +139,30 @@ def test_fused_kernel_leaves_the_patch_snapshot_alone_and_is_caught_when_tampere
         for dev, (cache,) in saved.items():
             kernel.device_caches[dev][0].clear()
             kernel.device_caches[dev][0].update(cache)
+
+
+def test_a_self_removing_hook_in_the_launch_path_runs_inside_the_fingerprint_and_is_seen_only_before_it():
+    """An attacker's review (session 18): each launch asks the active driver for its stream through an attribute of
+    the driver object. Forward sets it to its own function; the fingerprint's launch calls it (candidate code after
+    the timed call's end event: it could finish the output there), and it puts the original back. The patch check
+    after the timed calls sees nothing; fingerprint_kernel.changed before the fingerprint does (timing.py)."""
+    import triton.runtime as triton_runtime
+
+    fp = _fingerprinter("fused")
+    baseline = fingerprint_kernel.watched()
+    before = rt.PatchSnapshot.take()
+    active = triton_runtime.driver.active
+    original = active.get_current_stream
+    ran = []
+
+    def hook(index):
+        ran.append(index)
+        active.get_current_stream = original  # gone before anything compares
+        return original(index)
+
+    active.get_current_stream = hook
+    caught = fingerprint_kernel.changed(baseline)
+    assert any(k.startswith("triton driver.active") for k in caught), caught
+    fp.measure([torch.randn(100_000, device="cuda")], key=3)
+    assert ran, "the launch did not ask the driver for its stream: the attack's premise no longer holds"
+    assert before.changes(rt.PatchSnapshot.take()) == [] and fingerprint_kernel.changed(baseline) == []

@@ -255,3 +255,29 @@ def test_the_patch_detector_sees_the_driver_the_engine_its_owner_and_what_the_la
         got = changed_by(knobs_cls, "launch_enter_hook", property(lambda self: None))
         assert any("launch_enter_hook" in k and "<" in k for k in got), got
     """)
+
+
+def test_changed_is_empty_after_honest_use_and_names_what_forward_replaced():
+    """What each timed call checks before its fingerprint (worker/timing.py): the watch against its state at start."""
+    run_child("""
+        import triton.runtime as triton_runtime
+
+        class Driver:  # the real CudaDriver needs a GPU
+            def __init__(self):
+                self.get_current_stream = lambda index: 0
+
+        triton_runtime.driver.set_active(Driver())
+        fp = compare.Fingerprinter(4096)
+        assert fp.enable_fused(torch.device("cpu"))
+        baseline = fk.watched()
+        for k in range(3):
+            fp.measure([torch.randn(5000 + k)], (1e-2, 1e-2), key=k)
+        assert fk.changed(baseline) == []
+        active = triton_runtime.driver._active
+        original = active.get_current_stream
+        active.get_current_stream = lambda index: original(index)
+        assert any(k.startswith("triton driver.active") for k in fk.changed(baseline))
+        active.get_current_stream = original
+        fp.fused = None  # the torch path instead: a change too
+        assert any(k.startswith("fingerprinter[0]") for k in fk.changed(baseline))
+    """)

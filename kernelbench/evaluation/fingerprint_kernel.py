@@ -415,6 +415,16 @@ def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[st
             ("id", id(v), id(getattr(v, "__code__", None)))
 
 
+def changed(baseline: dict[str, tuple]) -> list[str]:
+    """The entries of :func:`watched` that differ from ``baseline`` (taken before any candidate code ran).
+
+    The patch detector compares after the timed calls; a hook that forward installs in the launch path and that
+    removes itself once it has run (inside the fingerprint, after the call's end event) is gone by then. A timed
+    call checks this before its fingerprint, while such a hook is still waiting to run."""
+    now = watched()
+    return sorted(k for k in set(now) | set(baseline) if now.get(k) != baseline.get(k))
+
+
 def watch_owner(owner: Any) -> None:
     """Watch ``owner`` (the Fingerprinter whose ``fused`` is an engine) too: its ``fused`` and its methods."""
     _OWNERS.append(owner)

@@ -111,6 +111,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
         self.compare = compare
         self.fingerprinter = compare.Fingerprinter()
+        self.fused_baseline: dict[str, tuple] | None = None
         # The trace and profile hooks in place before any candidate code (a coverage tool's, say): a timed call
         # must end with these and no others (TimingCommands._check_no_hooks).
         from kernelbench.evaluation.worker.bound import getprofile, gettrace
@@ -151,7 +152,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                     except OSError:
                         trusted = None
                 with fingerprint_kernel.triton_cache(trusted):
-                    self.fingerprinter.enable_fused(self.device)
+                    if self.fingerprinter.enable_fused(self.device):
+                        # What each timed call's fingerprint checks its launch path against (TimingCommands).
+                        self.fused_baseline = fingerprint_kernel.watched()
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None

@@ -115,6 +115,19 @@ class TimingCommands:
             raise HookLeftActive("forward set a trace or profile hook (sys.settrace / sys.setprofile): it would run "
                                  "inside the checks after the timed call")
 
+    def _check_fused_path(self) -> None:
+        """The fused fingerprint's launch path is as it was before any candidate code ran (fingerprint_kernel.changed):
+        a hook forward left there would run inside the fingerprint, then could remove itself before the patch check.
+        Both sides do the work (the same between timed calls); only the candidate's is untrusted."""
+        if self.fused_baseline is None:  # (a candidate that sets fingerprinter.fused to None is a change too)
+            return
+        from kernelbench.evaluation import fingerprint_kernel
+
+        diff = fingerprint_kernel.changed(self.fused_baseline)
+        if diff and self.role == "candidate":
+            raise fingerprint_kernel.FusedTampered("forward changed the fused fingerprint's launch path before the "
+                                                   f"fingerprint ran: {', '.join(diff[:5])}")
+
     def _fingerprinted(self, out) -> list:
         """The output's plain tensors, the ones a timed call's fingerprint covers (no reference to ``out`` kept)."""
         torch = self.torch
@@ -157,6 +170,7 @@ class TimingCommands:
                 self._event_sync(e2)
             if want_fp:  # timing against a reference: both sides' outputs are checked after each call
                 self._check_no_hooks()
+                self._check_fused_path()
             times.append(self._elapsed(e0, e1))
             drained.append(self._elapsed(e0, e2))
             i += 1
