@@ -281,3 +281,32 @@ def test_changed_is_empty_after_honest_use_and_names_what_forward_replaced():
         fp.fused = None  # the torch path instead: a change too
         assert any(k.startswith("fingerprinter[0]") for k in fk.changed(baseline))
     """)
+
+
+def test_a_baseline_keeps_what_it_watched_alive_so_a_replacement_cannot_reuse_its_id():
+    """CPython reuses a freed object's address: a watched object replaced and freed can leave its id to its
+    replacement, and the watch compared ids only. A baseline pins every object it took an id of."""
+    run_child("""
+        import gc
+        import weakref
+
+        fp = compare.Fingerprinter(4096)
+        assert fp.enable_fused(torch.device("cpu"))
+
+        def swap_and_free(pin):
+            class Hook:
+                def __call__(self, *a):
+                    return None
+
+            fp.fused.hook = Hook()  # an attribute of the engine, watched by id
+            fk.watched(pin=pin)
+            ref = weakref.ref(fp.fused.hook)
+            fp.fused.hook = Hook()
+            gc.collect()
+            alive = ref() is not None
+            del fp.fused.hook
+            return alive
+
+        assert not swap_and_free(False), "without a pin the replaced object is freed (its id free for reuse)"
+        assert swap_and_free(True)
+    """)

@@ -270,13 +270,26 @@ _ENGINES: list[FusedSums] = []
 _IMMUTABLE = (int, float, str, bytes, bool, type(None))
 
 
+#: Objects a baseline's ids were taken of (:func:`watched` with ``pin``), kept alive for the process's life: an
+#: object replaced and freed could leave its id to its replacement (CPython reuses freed addresses), and an equal id
+#: would hide the change.
+_PINNED: list[Any] = []
+_pinning: list[Any] | None = None
+
+
+def _id(obj: Any) -> int:
+    if _pinning is not None and obj is not None:
+        _pinning.append(obj)
+    return id(obj)
+
+
 def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]) -> None:
     """Identity of ``obj`` and of what it holds, down containers and Triton's own objects (bounded)."""
     if isinstance(obj, _IMMUTABLE):
         out[path] = ("value", repr(obj)[:200])
         return
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
-    out[path] = ("id", id(obj), id(getattr(obj, "__code__", None)), size)
+    out[path] = ("id", _id(obj), _id(getattr(obj, "__code__", None)), size)
     if depth <= 0 or id(obj) in seen or len(out) > 5000:
         return
     seen.add(id(obj))
@@ -301,7 +314,7 @@ def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
         for k, v in list(vars(klass).items()):
             if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
                 fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
-                out[f"{path}<{klass.__qualname__}>.{k}"] = ("id", id(fn), id(getattr(fn, "__code__", None)))
+                out[f"{path}<{klass.__qualname__}>.{k}"] = ("id", _id(fn), _id(getattr(fn, "__code__", None)))
                 if (klass.__module__ or "").startswith(("triton", "kernelbench")):
                     _globals_of(fn, f"{path}<{klass.__qualname__}>.{k}", out)
 
@@ -335,16 +348,25 @@ def _globals_of(fn: Any, path: str, out: dict[str, tuple]) -> None:
         if isinstance(obj, _IMMUTABLE):
             out[f"{path} global {name}"] = ("value", repr(obj)[:200])
             continue
-        out[f"{path} global {name}"] = ("id", id(obj), id(getattr(obj, "__code__", None)))
+        out[f"{path} global {name}"] = ("id", _id(obj), _id(getattr(obj, "__code__", None)))
         if isinstance(obj, types.ModuleType):
             for attr in sorted(names & set(vars(obj))):
                 value = vars(obj)[attr]
                 out[f"{path} global {name}.{attr}"] = ("value", repr(value)[:200]) if isinstance(value, _IMMUTABLE) \
-                    else ("id", id(value), id(getattr(value, "__code__", None)))
+                    else ("id", _id(value), _id(getattr(value, "__code__", None)))
 
 
-def watched() -> dict[str, tuple]:
-    """What the patch detector compares for the fused fingerprint (empty until an engine has started)."""
+def watched(pin: bool = False) -> dict[str, tuple]:
+    """What the patch detector compares for the fused fingerprint (empty until an engine has started); with ``pin``
+    (a baseline, taken before candidate code runs) every object whose id it holds stays alive (``_PINNED``)."""
+    global _pinning
+    if pin:
+        _pinning = []
+        try:
+            return watched()
+        finally:
+            _PINNED.extend(_pinning)
+            _pinning = None
     out: dict[str, tuple] = {}
     if not _ENGINES or triton is None:
         return out
@@ -357,7 +379,7 @@ def watched() -> dict[str, tuple]:
         run = getattr(engine.compiled, "run", None)
         if run is not None and not isinstance(run, types.BuiltinFunctionType):
             _class_methods(type(run), f"fingerprint launcher[{i}]", out)
-        out[f"fingerprint engine[{i}]"] = ("id", id(engine.compiled), id(engine.partials))
+        out[f"fingerprint engine[{i}]"] = ("id", _id(engine.compiled), _id(engine.partials))
         # The engine's own attributes: one named ``sums`` or ``accepts`` shadows the class's method unseen by the
         # class's watch, and ``__class__`` can be swapped for a subclass's.
         _instance(engine, f"fingerprint engine[{i}]", out, _ENGINE_STATE)
@@ -377,10 +399,10 @@ def watched() -> dict[str, tuple]:
         if obj is not None:
             # (not its own attributes: setting a hook and putting the old one back leaves a key; the hooks' values
             # are watched above)
-            out[f"triton.knobs.{group}"] = ("id", id(obj), id(type(obj)))
+            out[f"triton.knobs.{group}"] = ("id", _id(obj), _id(type(obj)))
             for klass in type(obj).__mro__[:-1]:
                 for k, v in list(vars(klass).items()):
-                    out[f"triton.knobs.{group}<{klass.__qualname__}>.{k}"] = ("id", id(v))
+                    out[f"triton.knobs.{group}<{klass.__qualname__}>.{k}"] = ("id", _id(v))
     # ``triton.runtime.driver`` is the DriverConfig itself (the package's attribute hides the module of that name).
     # Each launch asks its active driver for the device and the stream through that object's own attributes
     # (``get_current_device``, ``get_current_stream``): Python a candidate could replace, run inside the fingerprint.
@@ -404,7 +426,7 @@ _OWNER_STATE = frozenset({"_buf", "_w", "_w2"})
 
 def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[str] | None) -> None:
     """``obj``'s class (and its methods) and every attribute of its own: an added one may shadow a method."""
-    out[f"{path}.__class__"] = ("id", id(type(obj)))
+    out[f"{path}.__class__"] = ("id", _id(type(obj)))
     _class_methods(type(obj), path, out)
     attrs = dict(getattr(obj, "__dict__", {}))
     out[f"{path}.__dict__"] = ("keys", tuple(sorted(map(str, attrs))))
@@ -412,7 +434,7 @@ def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[st
         if changing is not None and k in changing:
             continue
         out[f"{path}.__dict__[{k!r:.80}]"] = ("value", repr(v)[:200]) if isinstance(v, _IMMUTABLE) else \
-            ("id", id(v), id(getattr(v, "__code__", None)))
+            ("id", _id(v), _id(getattr(v, "__code__", None)))
 
 
 def changed(baseline: dict[str, tuple]) -> list[str]:

@@ -154,7 +154,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 with fingerprint_kernel.triton_cache(trusted):
                     if self.fingerprinter.enable_fused(self.device):
                         # What each timed call's fingerprint checks its launch path against (TimingCommands).
-                        self.fused_baseline = fingerprint_kernel.watched()
+                        self.fused_baseline = fingerprint_kernel.watched(pin=True)
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None
