@@ -251,6 +251,8 @@ def test_the_patch_detector_sees_the_driver_the_engine_its_owner_and_what_the_la
         assert any(k.startswith("fingerprinter[0]") for k in changed_by(fp, "fused", types.SimpleNamespace()))
         got = changed_by(interpreter, "GridExecutor", hook)  # a global the kernel's run reads by name
         assert any(k.endswith("run global GridExecutor") for k in got), got
+        got = changed_by(torch.cuda, "device", hook)  # FusedSums.sums enters torch.cuda.device: two names deep
+        assert any(k.endswith("sums global torch.cuda.device") for k in got), got
         knobs_cls = type(triton.knobs.runtime)
         got = changed_by(knobs_cls, "launch_enter_hook", property(lambda self: None))
         assert any("launch_enter_hook" in k and "<" in k for k in got), got

@@ -350,10 +350,17 @@ def _globals_of(fn: Any, path: str, out: dict[str, tuple]) -> None:
             continue
         out[f"{path} global {name}"] = ("id", _id(obj), _id(getattr(obj, "__code__", None)))
         if isinstance(obj, types.ModuleType):
-            for attr in sorted(names & set(vars(obj))):
-                value = vars(obj)[attr]
-                out[f"{path} global {name}.{attr}"] = ("value", repr(value)[:200]) if isinstance(value, _IMMUTABLE) \
-                    else ("id", _id(value), _id(getattr(value, "__code__", None)))
+            _module_attrs(obj, names, f"{path} global {name}", out, 2)
+
+
+def _module_attrs(mod: types.ModuleType, names: set[str], path: str, out: dict[str, tuple], depth: int) -> None:
+    """The attributes of ``mod`` named in ``names``, and of its submodules so named (``torch.cuda.device``)."""
+    for attr in sorted(names & set(vars(mod))):
+        value = vars(mod)[attr]
+        out[f"{path}.{attr}"] = ("value", repr(value)[:200]) if isinstance(value, _IMMUTABLE) \
+            else ("id", _id(value), _id(getattr(value, "__code__", None)))
+        if depth > 1 and isinstance(value, types.ModuleType) and value is not mod:
+            _module_attrs(value, names, f"{path}.{attr}", out, depth - 1)
 
 
 def watched(pin: bool = False) -> dict[str, tuple]:
