@@ -171,7 +171,7 @@ def profile_problem(problem, device: str, rounds: int, block: int, settings: Eva
         w.fingerprinter = PreviousFingerprinter()
     elif fingerprinter == "torch":  # today's weights through torch operators, not the one-pass kernel
         w.fingerprinter.fused = None
-    elif w.is_cuda and w.fingerprinter.fused is None:
+    elif w.is_cuda and w.fingerprinter.fused is None and not w.fingerprinter.enable_fused(w.device, force=True):
         print("warning: the one-pass fingerprint kernel did not start; 'current' is the torch path", flush=True)
     tol = settings.tolerance
     w.cmd_setup(protocol.Setup(code=problem.code, precision=settings.precision, atol=tol.atol, rtol=tol.rtol,
@@ -227,7 +227,7 @@ def main() -> int:
     p.add_argument("--reduced-size", action="store_true", help="each problem at its declared CPU size")
     p.add_argument("--fingerprinter", choices=["current", "torch", "previous", "both"], nargs="+",
                    default=["current"],
-                   help="the library's fingerprinter (on a GPU the one-pass Triton kernel), today's weights through "
+                   help="the library's fingerprinter with the one-pass Triton kernel on (on a GPU), today's weights through "
                         "torch operators (torch), the one before session 16 (previous); several: each problem "
                         "profiled once with each, in turn; both = previous current")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON")

@@ -139,11 +139,17 @@ def test_the_patch_detector_sees_hooks_and_replaced_parts_of_the_launch_path_and
     """)
 
 
-def test_turned_off_by_the_environment_and_unavailable_off_cuda():
+def test_off_unless_asked_for_and_unavailable_off_cuda():
+    # Off by default (until its hardened watch has run on a GPU) and with KB_FINGERPRINT=torch; on with =fused.
+    for value in ("", "torch"):
+        run_child("""
+            fp = compare.Fingerprinter()
+            assert fp.enable_fused(torch.device("cpu")) is False and fp.fused is None
+        """, {"KB_FINGERPRINT": value})
     run_child("""
-        fp = compare.Fingerprinter()
-        assert fp.enable_fused(torch.device("cpu")) is False and fp.fused is None
-    """, {"KB_FINGERPRINT": "torch"})
+        fp = compare.Fingerprinter(4096)
+        assert fp.enable_fused(torch.device("cpu")) is True and fp.fused is not None
+    """, {"KB_FINGERPRINT": "fused"})
     run_child("""
         import os
         os.environ.pop("TRITON_INTERPRET")
@@ -218,7 +224,7 @@ def test_the_patch_detector_sees_the_driver_the_engine_its_owner_and_what_the_la
 
         triton_runtime.driver.set_active(Driver())
         fp = compare.Fingerprinter(4096)
-        assert fp.enable_fused(torch.device("cpu"))
+        assert fp.enable_fused(torch.device("cpu"), force=True)
         engine = fp.fused
         before = rt.PatchSnapshot.take()
         for k in range(3):
@@ -270,7 +276,7 @@ def test_changed_is_empty_after_honest_use_and_names_what_forward_replaced():
 
         triton_runtime.driver.set_active(Driver())
         fp = compare.Fingerprinter(4096)
-        assert fp.enable_fused(torch.device("cpu"))
+        assert fp.enable_fused(torch.device("cpu"), force=True)
         baseline = fk.watched()
         for k in range(3):
             fp.measure([torch.randn(5000 + k)], (1e-2, 1e-2), key=k)
@@ -293,7 +299,7 @@ def test_a_baseline_keeps_what_it_watched_alive_so_a_replacement_cannot_reuse_it
         import weakref
 
         fp = compare.Fingerprinter(4096)
-        assert fp.enable_fused(torch.device("cpu"))
+        assert fp.enable_fused(torch.device("cpu"), force=True)
 
         def swap_and_free(pin):
             class Hook:
