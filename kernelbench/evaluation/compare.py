@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,11 @@ import torch
 from kernelbench.evaluation.transport import describe_structure, flatten
 
 log = logging.getLogger(__name__)
+
+
+def fused_wanted() -> bool:
+    """Is the one-pass fingerprint kernel asked for (``KB_FINGERPRINT=fused``)? See fingerprint_kernel.wanted."""
+    return os.environ.get("KB_FINGERPRINT", "").strip().lower() in ("fused", "triton", "on", "1")
 
 CHUNK = 1 << 24
 
@@ -365,10 +371,10 @@ class Fingerprinter:
     def enable_fused(self, device: torch.device, force: bool = False) -> bool:
         """Start the one-pass Triton kernel for float32 outputs on ``device``, before any candidate code runs (the
         worker calls this as it creates its CUDA context). False, and the torch path, where it cannot run."""
+        if not (force or fused_wanted()):  # force: benchmarks and tests, which measure it
+            return False  # (before importing Triton: a second of CPU in every worker's Init for nothing)
         from kernelbench.evaluation import fingerprint_kernel
 
-        if not (force or fingerprint_kernel.wanted()):  # force: benchmarks and tests, which measure it
-            return False
         try:
             self.fused = fingerprint_kernel.FusedSums.start(device, self.chunk)
             fingerprint_kernel.watch_owner(self)

@@ -196,7 +196,9 @@ def wanted() -> bool:
     18's attacker review: Triton's driver, the launch path's globals, a check before each fingerprint) has run on a
     GPU: a change it finds in honest use on some Triton version would fail every timed call, and without it the
     fused path is watched less than the torch path."""
-    return os.environ.get(FINGERPRINT_ENV, "").strip().lower() in ("fused", "triton", "on", "1")
+    from kernelbench.evaluation.compare import fused_wanted
+
+    return fused_wanted()
 
 
 class FusedSums:

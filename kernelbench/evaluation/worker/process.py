@@ -104,8 +104,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 self.preloaded.append(name)
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
-        if self.is_cuda and role in ("candidate", "reference") \
-                and os.environ.get("KB_FINGERPRINT", "").strip().lower() in ("fused", "triton", "on", "1"):
+        if self.is_cuda and role in ("candidate", "reference") and compare.fused_wanted():
             # Triton's import (a second or so of CPU) happens now, while the process starts, not in Init, which a
             # job or the next timing may be waiting for; Init only compiles and launches the fingerprint kernel.
             from kernelbench.evaluation import fingerprint_kernel  # noqa: F401
