@@ -37,9 +37,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-#: ``KB_FINGERPRINT=fused`` turns the one-pass kernel on (off by default, see :func:`wanted`; ``torch``: the torch path,
-#: for measuring one against the other, or a Triton
-#: that misbehaves on some GPU).
+#: ``KB_FINGERPRINT=fused`` turns the one-pass kernel on (off by default, see ``compare.fused_wanted``); ``torch`` or
+#: unset: the torch path.
 FINGERPRINT_ENV = "KB_FINGERPRINT"
 #: Elements per program per step, and the most programs one launch uses (their partial sums, four float64 each,
 #: live in a buffer made once).
@@ -189,16 +188,6 @@ def seed_cache(dest: Path, owner: tuple[int, int] | None = None) -> int:
 def interpreting() -> bool:
     """Is Triton running kernels in its CPU interpreter (``TRITON_INTERPRET=1``, tests without a GPU)?"""
     return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
-def wanted() -> bool:
-    """Is the fused path asked for (``KB_FINGERPRINT=fused``)? Off by default until its hardened patch watch (session
-    18's attacker review: Triton's driver, the launch path's globals, a check before each fingerprint) has run on a
-    GPU: a change it finds in honest use on some Triton version would fail every timed call, and without it the
-    fused path is watched less than the torch path."""
-    from kernelbench.evaluation.compare import fused_wanted
-
-    return fused_wanted()
 
 
 class FusedSums:
