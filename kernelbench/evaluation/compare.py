@@ -21,12 +21,16 @@ from kernelbench.evaluation.transport import describe_structure, flatten
 log = logging.getLogger(__name__)
 
 
+#: ``KB_FINGERPRINT=fused`` turns the one-pass fingerprint kernel on; ``torch`` or unset: the torch path.
+FINGERPRINT_ENV = "KB_FINGERPRINT"
+
+
 def fused_wanted() -> bool:
     """Is the one-pass fingerprint kernel (fingerprint_kernel.py) asked for (``KB_FINGERPRINT=fused``)? Off by default
     until its hardened patch watch (session 18's attacker review: Triton's driver, the launch path's globals, a check
     before each fingerprint) has run on a GPU: a change it finds in honest use on some Triton version would fail every
     timed call, and without it the fused path is watched less than the torch path."""
-    return os.environ.get("KB_FINGERPRINT", "").strip().lower() in ("fused", "triton", "on", "1")
+    return os.environ.get(FINGERPRINT_ENV, "").strip().lower() in ("fused", "triton", "on", "1")
 
 CHUNK = 1 << 24
 

@@ -37,9 +37,6 @@ import torch
 
 log = logging.getLogger(__name__)
 
-#: ``KB_FINGERPRINT=fused`` turns the one-pass kernel on (off by default, see ``compare.fused_wanted``); ``torch`` or
-#: unset: the torch path.
-FINGERPRINT_ENV = "KB_FINGERPRINT"
 #: Elements per program per step, and the most programs one launch uses (their partial sums, four float64 each,
 #: live in a buffer made once).
 BLOCK = 2048
@@ -169,7 +166,8 @@ def seed_cache(dest: Path, owner: tuple[int, int] | None = None) -> int:
     for entry in entries:
         target = dest / entry.name
         try:
-            shutil.copytree(entry, target, ignore=shutil.ignore_patterns("tmp*", "*.tmp*"))
+            # Links stay links (never followed by this process, which may be root): a planted one copies nothing.
+            shutil.copytree(entry, target, symlinks=True, ignore=shutil.ignore_patterns("tmp*", "*.tmp*"))
         except (OSError, shutil.Error):
             shutil.rmtree(target, ignore_errors=True)
             continue

@@ -52,8 +52,9 @@ CUDA_MEM_KEY = "cuda_mem"
 #: How many bytes of a shared buffer the :class:`Share` probe fills and :class:`CheckShared` reads.
 PROBE_BYTES = 1 << 20
 #: The error type a worker reports when its own code (not the candidate's) could not allocate memory: inputs, the
-#: export's copies, the reference's copies of an export (kernelbench.evaluation.worker.memory). The parent records
-#: it as an infrastructure failure, never as a verdict; from the reference, so is torch's OutOfMemoryError.
+#: export's copies, the reference's copies of an export (kernelbench.evaluation.worker.memory). Never a wrong-output
+#: verdict: before candidate code has run the parent records it (or torch's OutOfMemoryError from the reference) as an
+#: infrastructure failure, after it as a verdict flagged out of memory (parent/job.py says why).
 EVALUATOR_OUT_OF_MEMORY = "EvaluatorOutOfMemory"
 OUT_OF_MEMORY_TYPES = (EVALUATOR_OUT_OF_MEMORY, "OutOfMemoryError")
 

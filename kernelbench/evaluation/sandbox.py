@@ -143,7 +143,9 @@ class WorkerProcess:
             self.dirs = WorkerDirs.create(role, owner)
             cwd = str(self.dirs.scratch)
             env.update(private_environment(self.dirs, confinement))
-            if role == "candidate" and device.startswith("cuda"):
+            from kernelbench.evaluation.compare import fused_wanted
+
+            if role == "candidate" and device.startswith("cuda") and fused_wanted():
                 from kernelbench.evaluation import fingerprint_kernel
 
                 # The fingerprint kernel a trusted reference worker compiled: its Init loads it instead of compiling.

@@ -277,9 +277,12 @@ class JobQueue:
                     # again (_finish), a death or a kill leaves it None. A process that died idle holds nothing.
                     key = slot.reference if slot.process.alive() else None
                     slot.reference = slot.reference_problem = None
-                    waiting = [self._jobs[k] for k in self._waiting]
-                    i = self.affinity.choose(waiting, key, time.monotonic())
-                    rec = waiting[i]
+                    if key is None or self.affinity.window_s <= 0:  # FIFO: nothing to look through
+                        i, rec = 0, self._jobs[self._waiting[0]]
+                    else:
+                        waiting = [self._jobs[k] for k in self._waiting]
+                        i = self.affinity.choose(waiting, key, time.monotonic())
+                        rec = waiting[i]
                     del self._waiting[i]
                     if key is not None and rec.job is not None and reference_key(rec.job) == key:
                         slot.reference_reuses += 1

@@ -66,7 +66,8 @@ def run_job(session: DeviceSession, job: EvalJob,
             v.fail(Stage.CRASH, "ReferenceOutOfMemory" if e.out_of_memory else "ReferenceFailed", str(e), e.traceback)
             if e.out_of_memory:
                 v.flags.append(OUT_OF_MEMORY_FLAG)
-        v.flags.append("the reference itself failed; this is not a verdict on the candidate")
+        if not (e.out_of_memory and not e.before_candidate):  # that one is a verdict, and its flag says so
+            v.flags.append("the reference itself failed; this is not a verdict on the candidate")
     except WorkerFailed as e:
         # A candidate's command answered with an error where no stage catches it (a Release, say): a reference's
         # failures arrive as ReferenceBroken, so this one is the candidate's, never an infrastructure failure.

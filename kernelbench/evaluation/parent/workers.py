@@ -58,7 +58,8 @@ class ReferenceBroken(Exception):
         super().__init__(message)
         self.traceback = traceback
         self.before_candidate = before_candidate
-        #: The reference could not allocate (its copies of a candidate's outputs, its own forward): ours entirely.
+        #: The reference could not allocate (its copies of a candidate's outputs, its own forward): ours before candidate
+        #: code ran; after it, the candidate may be the cause (run_job records a flagged verdict).
         self.out_of_memory = out_of_memory
 
 

@@ -5,13 +5,11 @@ candidate's copies of what it exports (the export arena, a shared buffer, their 
 reference its own copies of what a candidate exported. When one of those cannot be allocated (the GPU is
 shared by two processes, and official problems reach 8 GiB per tensor) that is our shortfall, never a fact
 about the candidate: it must not become a wrong-output or modified-input verdict (as "could not read the
-candidate's outputs: CUDA out of memory" once did), nor the candidate's error. Such failures are raised as
-:class:`EvaluatorOutOfMemory`, whose name (:data:`kernelbench.evaluation.protocol.EVALUATOR_OUT_OF_MEMORY`)
-the parent records as an infrastructure failure, evaluated again on resume. Memory the candidate's own
-forward fails to get stays the candidate's error.
-
-A candidate's process can raise an exception of this name itself: it gains nothing by it, since an
-infrastructure failure is never a correct result either.
+candidate's outputs: CUDA out of memory" once did). Such failures are raised as :class:`EvaluatorOutOfMemory`
+(:data:`kernelbench.evaluation.protocol.EVALUATOR_OUT_OF_MEMORY`), so the result says what ran short. The parent
+makes it an infrastructure failure only before candidate code has run; after that it is a verdict flagged out of
+memory (parent/job.py, parent/verdict.py), because a candidate's process can raise an exception of this name
+itself, and can starve the reference of memory, while infrastructure results are left out of the scores.
 """
 
 from __future__ import annotations

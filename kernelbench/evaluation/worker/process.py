@@ -212,13 +212,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default too, stated so it holds
 
     def _make_inputs(self, seed: int) -> list:
-        try:  # a try costs nothing where nothing is raised (this runs between timed calls)
+        with evaluator_allocations(self.torch, "making the inputs"):
             return self.inputs.make_inputs(self.problem.get_inputs, seed, self.device, self.precision)
-        except Exception as e:
-            ours = as_evaluator_oom(self.torch, e, "making the inputs")
-            if ours is None or ours is e:
-                raise
-            raise ours from e
 
     def _forward(self, inputs: list, fwd_seed: int):
         self.inputs.seed_everything(fwd_seed)
