@@ -91,6 +91,8 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
              "lambda self, f, types, args=(), kwargs=None: f(*args, **(kwargs or {}))})().__enter__(), "
              "torch.relu(x))[1]"),
     ("profile", "(__import__('sys').setprofile(lambda *a: None), torch.relu(x))[1]"),
+    # An attacker's review (session 18): a collector callback runs at a collection inside the fingerprint.
+    ("gc", "(__import__('gc').callbacks.append(lambda *a: None), torch.relu(x))[1]"),
 ])
 def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_call(hook, forward):
     """A torch function mode (or a profile hook) left active by forward sees every torch call of the fingerprint
@@ -119,9 +121,12 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
     assert time_it(honest, True)[0].calls > 0
     try:
         w = worker(problem_source(forward))
-        with pytest.raises(HookLeftActive, match="mode" if hook == "mode" else "profile hook"):
+        with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks"}[hook]):
             time_it(w, True)
     finally:
+        import gc
+
+        gc.callbacks[:] = [c for c in gc.callbacks if getattr(c, "__name__", "") != "<lambda>"]
         while torch._C._len_torch_function_stack():
             torch._C._pop_torch_function_stack()
         sys.setprofile(None)

@@ -117,6 +117,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         from kernelbench.evaluation.worker.bound import getprofile, gettrace
 
         self.hooks_at_start = (gettrace(), getprofile())
+        # The collector's callbacks too: one forward appends runs at any collection inside the fingerprint (every
+        # allocation may start one) and can remove itself there. The list object itself is bound now: the collector
+        # keeps its own reference, so a replaced ``gc.callbacks`` would hide an appended callback from a lookup.
+        import gc
+
+        self.gc_callbacks = gc.callbacks
+        self.gc_callbacks_at_start = tuple(map(id, gc.callbacks))
         # The mode-stack counters, bound now as bound.py binds the clocks: a candidate that replaces them later (and
         # puts them back before the next patch check) does not change what the timed calls ask.
         self.mode_depths = (self.torch._C._len_torch_function_stack, self.torch._C._len_torch_dispatch_stack)

@@ -114,6 +114,9 @@ class TimingCommands:
         if (_gettrace(), _getprofile()) != self.hooks_at_start:
             raise HookLeftActive("forward set a trace or profile hook (sys.settrace / sys.setprofile): it would run "
                                  "inside the checks after the timed call")
+        if tuple(map(id, self.gc_callbacks)) != self.gc_callbacks_at_start:
+            raise HookLeftActive("forward changed the garbage collector's callbacks (gc.callbacks): one would run "
+                                 "inside the checks after the timed call")
 
     def _check_fused_path(self) -> None:
         """The fused fingerprint's launch path is as it was before any candidate code ran (fingerprint_kernel.changed):
