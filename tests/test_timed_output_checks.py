@@ -93,6 +93,9 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
     ("profile", "(__import__('sys').setprofile(lambda *a: None), torch.relu(x))[1]"),
     # An attacker's review (session 18): a collector callback runs at a collection inside the fingerprint.
     ("gc", "(__import__('gc').callbacks.append(lambda *a: None), torch.relu(x))[1]"),
+    # The worker object itself (found through gc): an instance attribute shadows the check that would catch a hook.
+    ("worker", "([o for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self][0]"
+               ".__dict__.__setitem__('_check_fused_path', lambda: None), torch.relu(x))[1]"),
 ])
 def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_call(hook, forward):
     """A torch function mode (or a profile hook) left active by forward sees every torch call of the fingerprint
@@ -121,7 +124,7 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
     assert time_it(honest, True)[0].calls > 0
     try:
         w = worker(problem_source(forward))
-        with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks"}[hook]):
+        with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks", "worker": "worker itself"}[hook]):
             time_it(w, True)
     finally:
         import gc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import os
 import sys
 import traceback
@@ -52,6 +53,11 @@ CLAIM_SLACK = 64 << 20
 
 def _claim_limit(ref_bytes: int) -> int:
     return CLAIM_FACTOR * ref_bytes + CLAIM_SLACK
+
+
+#: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
+_BOUND = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start", "gc_callbacks",
+          "gc_callbacks_at_start")
 
 
 class Worker(ExportCommands, TimingCommands, TraceCommands):
@@ -130,6 +136,24 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.inputs = inputs
         self.transport = transport
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
+        #: What the timed calls and checks reach through this object, by identity (see :meth:`own_changes`).
+        self.bound_at_start = {name: id(getattr(self, name)) for name in _BOUND}
+
+    def own_changes(self) -> list[str]:
+        """What candidate code changed on this object itself, which the patch snapshot (classes and modules) does not
+        see: an instance attribute named like a method shadows it (``worker._check_fused_path = lambda: None``), a
+        swapped class or a replaced Fingerprinter or module binding reroutes the checks."""
+        out = []
+        if type(self) is not Worker:
+            out.append("the worker's class")
+        for k in list(vars(self)):
+            if callable(inspect.getattr_static(Worker, k, None)):
+                out.append(f"worker.{k} (shadows the method)")
+        bound = self.bound_at_start
+        for name in _BOUND:
+            if id(getattr(self, name, None)) != bound.get(name):
+                out.append(f"worker.{name}")
+        return out
 
     def cmd_init(self, cmd: protocol.Init, blobs: list) -> tuple[protocol.Reply, list]:
         """Create the CUDA context. Separate from process start so the parent can keep spare workers
@@ -478,6 +502,13 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         if self.snapshot is None:
             return protocol.PatchReply(findings=[], threads_started=None), []
         findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), cmd.when)
+        own = self.own_changes()
+        if own:
+            from kernelbench.results import GuardFinding
+
+            findings.append(GuardFinding(rule="runtime-patch", severity="error", origin="runtime",
+                                         message=f"the candidate changed the worker itself ({cmd.when}): "
+                                                 f"{', '.join(own[:6])}"))
         return protocol.PatchReply(findings=[f.model_dump() for f in findings],
                                    threads_started=_active_count() - self.threads_before), []
 

@@ -114,6 +114,10 @@ class TimingCommands:
         if (_gettrace(), _getprofile()) != self.hooks_at_start:
             raise HookLeftActive("forward set a trace or profile hook (sys.settrace / sys.setprofile): it would run "
                                  "inside the checks after the timed call")
+        own = self.own_changes()
+        if own:
+            raise HookLeftActive(f"forward changed the worker itself ({', '.join(own[:5])}): the checks after the timed "
+                                 "call would run through candidate code")
         if tuple(map(id, self.gc_callbacks)) != self.gc_callbacks_at_start:
             raise HookLeftActive("forward changed the garbage collector's callbacks (gc.callbacks): one would run "
                                  "inside the checks after the timed call")
