@@ -33,6 +33,7 @@ from kernelbench.evaluation import protocol  # noqa: E402
 from kernelbench.evaluation.seeds import INIT_SEED  # noqa: E402
 from kernelbench.evaluation.settings import EvalSettings  # noqa: E402
 from kernelbench.evaluation.timing import launch_cushion_us  # noqa: E402
+from kernelbench.evaluation.worker import timing as worker_timing  # noqa: E402
 from kernelbench.evaluation.worker.process import Worker  # noqa: E402
 from kernelbench.problems import load_problems  # noqa: E402
 from kernelbench.problems.model import at_reduced_sizes  # noqa: E402
@@ -135,6 +136,9 @@ class _SeedingInputs:
 
 
 def instrument(w: Worker, clock: Clock) -> None:
+    # The wrappers below are instance attributes shadowing the worker's methods, which the timed calls refuse as a
+    # candidate's tampering (worker_timing.worker_changes); this trusted profiler, in its own process, turns it off.
+    worker_timing.worker_changes = lambda _w: []
     w._make_inputs = clock.wrap("inputs", w._make_inputs)
     w._flush = clock.wrap("flush", w._flush)
     w._cushion = clock.wrap("cushion", w._cushion)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import inspect
 import os
 import sys
 import traceback
@@ -19,7 +18,7 @@ from kernelbench.evaluation.worker.bound import active_count as _active_count
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
 from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_allocations
-from kernelbench.evaluation.worker.timing import TimingCommands, WallEvent
+from kernelbench.evaluation.worker.timing import BOUND_ATTRIBUTES, TimingCommands, WallEvent, worker_changes
 from kernelbench.evaluation.worker.trace import TraceCommands
 
 #: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
@@ -53,11 +52,6 @@ CLAIM_SLACK = 64 << 20
 
 def _claim_limit(ref_bytes: int) -> int:
     return CLAIM_FACTOR * ref_bytes + CLAIM_SLACK
-
-
-#: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
-_BOUND = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start", "gc_callbacks",
-          "gc_callbacks_at_start")
 
 
 class Worker(ExportCommands, TimingCommands, TraceCommands):
@@ -136,24 +130,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.inputs = inputs
         self.transport = transport
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
-        #: What the timed calls and checks reach through this object, by identity (see :meth:`own_changes`).
-        self.bound_at_start = {name: id(getattr(self, name)) for name in _BOUND}
-
-    def own_changes(self) -> list[str]:
-        """What candidate code changed on this object itself, which the patch snapshot (classes and modules) does not
-        see: an instance attribute named like a method shadows it (``worker._check_fused_path = lambda: None``), a
-        swapped class or a replaced Fingerprinter or module binding reroutes the checks."""
-        out = []
-        if type(self) is not Worker:
-            out.append("the worker's class")
-        for k in list(vars(self)):
-            if callable(inspect.getattr_static(Worker, k, None)):
-                out.append(f"worker.{k} (shadows the method)")
-        bound = self.bound_at_start
-        for name in _BOUND:
-            if id(getattr(self, name, None)) != bound.get(name):
-                out.append(f"worker.{name}")
-        return out
+        #: What the timed calls and checks reach through this object, by identity (see timing.worker_changes).
+        self.bound_at_start = {name: id(getattr(self, name)) for name in BOUND_ATTRIBUTES}
 
     def cmd_init(self, cmd: protocol.Init, blobs: list) -> tuple[protocol.Reply, list]:
         """Create the CUDA context. Separate from process start so the parent can keep spare workers
@@ -502,7 +480,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         if self.snapshot is None:
             return protocol.PatchReply(findings=[], threads_started=None), []
         findings = rt.patch_findings(self.snapshot, rt.PatchSnapshot.take(), cmd.when)
-        own = self.own_changes()
+        own = worker_changes(self)
         if own:
             from kernelbench.results import GuardFinding
 
