@@ -180,10 +180,32 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{n:>10} elements: " + "  ".join(f"{k} {v:.3f} ms" for k, v in row.items() if k != "elements"),
               flush=True)
+    watch = watch_cost(torch, compare, device, args.repeats)
+    if watch:
+        print(f"the fused path's watch: {watch['entries']} entries, {watch['changed_ms']:.3f} ms per check "
+              "(fingerprint_kernel.changed, run before every timed call's fingerprint)", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": str(device), "gpu": torch.cuda.get_device_name(device)
-                                               if device.type == "cuda" else "cpu", "rows": rows}, indent=1))
+                                               if device.type == "cuda" else "cpu", "rows": rows,
+                                               "watch": watch}, indent=1))
     return 0
+
+
+def watch_cost(torch, compare, device, repeats: int) -> dict | None:
+    """Entries in the fused path's tamper watch and host ms per comparison with its baseline (each timed call
+    makes one on each side before its fingerprint)."""
+    from kernelbench.evaluation import fingerprint_kernel
+
+    fp = compare.Fingerprinter()
+    if not fp.enable_fused(device, force=True):
+        return None
+    baseline = fingerprint_kernel.watched(pin=True)
+    times = []
+    for _ in range(max(repeats, 5)):
+        t0 = time.perf_counter()
+        diff = fingerprint_kernel.changed(baseline)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"entries": len(baseline), "changed_ms": statistics.median(times), "changes_in_honest_use": diff}
 
 
 if __name__ == "__main__":

@@ -318,3 +318,39 @@ def test_a_baseline_keeps_what_it_watched_alive_so_a_replacement_cannot_reuse_it
         assert not swap_and_free(False), "without a pin the replaced object is freed (its id free for reuse)"
         assert swap_and_free(True)
     """)
+
+
+def test_the_watch_is_bounded_and_stable_on_what_made_it_slow_or_false_on_the_gpu():
+    """Session 19, Triton 3.6 on H200s: the watch walked every item of a long list (a reference worker's Init took
+    minutes, killed at 180 s), and ``JITFunction.__init__``'s ``super().__init__`` made it look ``__init__`` up on
+    ``builtins``: a bound method made anew at each lookup, so the pinned baseline never matched (every timed call
+    of a candidate would have failed with FusedTampered)."""
+    run_child("""
+        import time
+        out = {}
+        t0 = time.perf_counter()
+        fk._walk({"long": list(range(2_000_000)), "wide": {i: [i] for i in range(100_000)}}, "x", out, 4, set())
+        assert len(out) <= fk.WATCH_LIMIT + 2, len(out)
+        assert time.perf_counter() - t0 < 2.0
+        assert out["x['long']"][3] == 2_000_000  # the size is kept: an item added past the bound shows
+
+        class Base:
+            def __init__(self):
+                pass
+
+        class Child(Base):
+            def __init__(self):
+                super().__init__()
+
+        assert "__init__" in Child.__init__.__code__.co_names
+        fk._pinning = []
+        try:
+            first = {}
+            fk._globals_of(Child.__init__, "c", first)
+        finally:
+            fk._PINNED.extend(fk._pinning)
+            fk._pinning = None
+        again = {}
+        fk._globals_of(Child.__init__, "c", again)
+        assert again == first, sorted(set(again.items()) ^ set(first.items()))
+    """)

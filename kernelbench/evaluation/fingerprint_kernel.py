@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import itertools
 import logging
 import os
 import re
@@ -273,6 +274,13 @@ def _id(obj: Any) -> int:
     return id(obj)
 
 
+#: The watch's bounds: entries in all, and the items looked into per container (its size is kept, so an item added
+#: past the bound still shows). Unbounded, one long list among Triton 3.6's objects made the walk at a worker's Init
+#: take minutes on an H200 (session 19), and the walk runs again before every timed call's fingerprint.
+WATCH_LIMIT = 5000
+ITEMS_PER_CONTAINER = 64
+
+
 def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]) -> None:
     """Identity of ``obj`` and of what it holds, down containers and Triton's own objects (bounded)."""
     if isinstance(obj, _IMMUTABLE):
@@ -280,21 +288,26 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
         return
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
     out[path] = ("id", _id(obj), _id(getattr(obj, "__code__", None)), size)
-    if depth <= 0 or id(obj) in seen or len(out) > 5000:
+    if depth <= 0 or id(obj) in seen or len(out) > WATCH_LIMIT:
         return
     seen.add(id(obj))
     if isinstance(obj, types.FunctionType):  # the binder Triton generates: what its globals name (specialize_impl)
         _globals_of(obj, path, out)
         return
     if isinstance(obj, dict):
-        for k, v in list(obj.items()):
-            _walk(v, f"{path}[{k!r:.80}]", out, depth - 1, seen)
+        items = [(f"{path}[{k!r:.80}]", v) for k, v in itertools.islice(obj.items(), ITEMS_PER_CONTAINER)]
     elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _walk(v, f"{path}[{i}]", out, depth - 1, seen)
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(obj[:ITEMS_PER_CONTAINER])]
     elif (type(obj).__module__ or "").startswith("triton") and not isinstance(obj, (type, types.ModuleType)):
-        for k, v in list(getattr(obj, "__dict__", {}).items()):
-            _walk(v, f"{path}.{k}", out, depth - 1, seen)
+        attrs = getattr(obj, "__dict__", {})
+        items = [(f"{path}.{k}", v) for k, v in itertools.islice(attrs.items(), ITEMS_PER_CONTAINER)] \
+            if isinstance(attrs, dict) else []
+    else:
+        return
+    for sub, v in items:
+        if len(out) > WATCH_LIMIT:
+            return
+        _walk(v, sub, out, depth - 1, seen)
 
 
 def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
@@ -329,10 +342,12 @@ def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> No
         return
     names = _code_names(code)
     for name in sorted(names):
+        # Builtins from the module's dict: an attribute lookup finds ``builtins.__init__`` (from ``super().__init__``
+        # in JITFunction.__init__), a bound method made anew at each lookup, whose id never matched its baseline's.
         if name in glb:
             obj = glb[name]
-        elif hasattr(builtins, name):
-            obj = getattr(builtins, name)
+        elif name in vars(builtins):
+            obj = vars(builtins)[name]
         else:
             continue
         if isinstance(obj, _IMMUTABLE):
