@@ -329,7 +329,8 @@ def test_the_watch_is_bounded_and_stable_on_what_made_it_slow_or_false_on_the_gp
         import time
         out = {}
         t0 = time.perf_counter()
-        fk._walk({"long": list(range(2_000_000)), "wide": {i: [i] for i in range(100_000)}}, "x", out, 4, set())
+        fk._walk({"long": list(range(2_000_000)), "wide": {i: [i] for i in range(100_000)}}, "x", out, 4, set(),
+                 lambda: ())
         assert len(out) <= fk.WATCH_LIMIT + 2, len(out)
         assert time.perf_counter() - t0 < 2.0
         assert out["x['long']"][3] == 2_000_000  # the size is kept: an item added past the bound shows
@@ -353,4 +354,48 @@ def test_the_watch_is_bounded_and_stable_on_what_made_it_slow_or_false_on_the_gp
         again = {}
         fk._globals_of(Child.__init__, "c", again)
         assert again == first, sorted(set(again.items()) ^ set(first.items()))
+    """)
+
+
+def test_a_baseline_s_readers_see_what_the_walk_sees_at_a_fraction_of_its_cost():
+    """Each timed call asks Baseline.changed before its fingerprint (the walk cost 32 ms per call on an H200): its
+    readers must report nothing in honest use, even after more baselines were pinned (a module's namespace, where
+    the pinned list lives, is not walked: Triton 3.6's JITFunction keeps its module's as ``__globals__``), and
+    must catch what the walk catches: a method replaced on the JIT function's class, an attribute added to the
+    engine, a replaced ``__dict__``, a shadowing global, a launch hook."""
+    run_child("""
+        import triton
+        fp = compare.Fingerprinter()
+        assert fp.enable_fused(torch.device("cpu"), force=True)
+        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
+        kernel = fk._fingerprint_partials
+        kernel.__dict__["__globals__"] = vars(fk)  # as Triton 3.6 keeps it
+        b1 = fk.Baseline.take()
+        b2 = fk.Baseline.take()  # pins more: the pinned list grows
+        fp.measure([torch.randn(7000)], (1e-2, 1e-2), key=2)
+        assert b1.changed() == [] and b2.changed() == [] and fk.changed(b1.entries) == []
+        assert len(b1.probes) >= len(b1.entries) > 50
+
+        def caught(change, undo):
+            change()
+            try:
+                return b1.changed()
+            finally:
+                undo()
+
+        cls = type(kernel)
+        name = "run" if "run" in vars(cls) else next(k for k, v in vars(cls).items() if callable(v))
+        old = vars(cls)[name]
+        assert caught(lambda: setattr(cls, name, lambda *a, **k: old(*a, **k)), lambda: setattr(cls, name, old))
+        engine = fk._ENGINES[0]
+        assert caught(lambda: setattr(engine, "sums", lambda *a: None), lambda: delattr(engine, "sums"))
+        saved = kernel.__dict__
+        assert caught(lambda: setattr(kernel, "__dict__", dict(saved)), lambda: setattr(kernel, "__dict__", saved))
+        glb = fk._launch.__globals__
+        assert caught(lambda: glb.__setitem__("len", lambda x: 0), lambda: glb.pop("len"))
+        knobs = triton.knobs.runtime
+        old_hook = knobs.launch_enter_hook
+        assert caught(lambda: setattr(knobs, "launch_enter_hook", lambda *a: None),
+                      lambda: setattr(knobs, "launch_enter_hook", old_hook))
+        assert b1.changed() == [], b1.changed()
     """)

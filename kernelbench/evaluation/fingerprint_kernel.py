@@ -29,8 +29,9 @@ import logging
 import os
 import re
 import shutil
+import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,16 @@ _IMMUTABLE = (int, float, str, bytes, bool, type(None))
 #: would hide the change.
 _PINNED: list[Any] = []
 _pinning: list[Any] | None = None
+#: While :meth:`Baseline.take` runs: each entry's path, value and a reader that computes the value again from where
+#: the walk found it, without walking (what a timed call checks, :meth:`Baseline.changed`).
+_recording: list[tuple[str, tuple, Callable[[], tuple]]] | None = None
+
+#: The watch's bounds: entries in all, and the items looked into per container (its size is kept, so an item added
+#: past the bound still shows). Unbounded, one long list among Triton 3.6's objects made the walk at a worker's Init
+#: take minutes on an H200 (session 19).
+WATCH_LIMIT = 5000
+ITEMS_PER_CONTAINER = 64
+_MISSING = ("missing",)
 
 
 def _id(obj: Any) -> int:
@@ -274,51 +285,93 @@ def _id(obj: Any) -> int:
     return id(obj)
 
 
-#: The watch's bounds: entries in all, and the items looked into per container (its size is kept, so an item added
-#: past the bound still shows). Unbounded, one long list among Triton 3.6's objects made the walk at a worker's Init
-#: take minutes on an H200 (session 19), and the walk runs again before every timed call's fingerprint.
-WATCH_LIMIT = 5000
-ITEMS_PER_CONTAINER = 64
+def _put(out: dict[str, tuple], path: str, value: tuple, reader: Callable[[], tuple]) -> None:
+    out[path] = value
+    if _recording is not None:
+        _recording.append((path, value, reader))
 
 
-def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]) -> None:
-    """Identity of ``obj`` and of what it holds, down containers and Triton's own objects (bounded)."""
+def _held(obj: Any) -> tuple:
+    """An entry for what a container or an object's attribute holds (``_id`` pins it while a baseline is taken)."""
     if isinstance(obj, _IMMUTABLE):
-        out[path] = ("value", repr(obj)[:200])
-        return
+        return ("value", repr(obj)[:200])
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
-    out[path] = ("id", _id(obj), _id(getattr(obj, "__code__", None)), size)
-    if depth <= 0 or id(obj) in seen or len(out) > WATCH_LIMIT:
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size)
+
+
+def _function(v: Any) -> tuple:
+    """An entry for a class attribute that is a function, or wraps one (a property's getter, a static method's)."""
+    fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+    return ("id", _id(fn), _id(getattr(fn, "__code__", None)))
+
+
+def _item(container: Any, key: Any, entry: Callable[[Any], tuple]) -> Callable[[], tuple]:
+    """A reader of ``container[key]`` (a dict, a list, a class's or an object's ``__dict__``) as ``entry`` sees it."""
+    def read() -> tuple:
+        try:
+            return entry(container[key])
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return read
+
+
+def _own_dict(obj: Any) -> Callable[[], tuple]:
+    """A reader of which dict ``obj`` keeps its attributes in: assigning ``obj.__dict__`` would leave the readers of
+    the old one reading values nothing uses any more."""
+    return lambda: ("id", id(getattr(obj, "__dict__", None)))
+
+
+def _is_module_namespace(d: Any) -> bool:
+    mod = sys.modules.get(d.get("__name__")) if isinstance(d, dict) and isinstance(d.get("__name__"), str) else None
+    return mod is not None and getattr(mod, "__dict__", None) is d
+
+
+def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int], reader: Callable[[], tuple]) -> None:
+    """Identity of ``obj`` and of what it holds, down containers and Triton's own objects (bounded)."""
+    _put(out, path, _held(obj), reader)
+    if isinstance(obj, _IMMUTABLE) or depth <= 0 or id(obj) in seen or len(out) > WATCH_LIMIT:
         return
     seen.add(id(obj))
     if isinstance(obj, types.FunctionType):  # the binder Triton generates: what its globals name (specialize_impl)
         _globals_of(obj, path, out)
         return
     if isinstance(obj, dict):
-        items = [(f"{path}[{k!r:.80}]", v) for k, v in itertools.islice(obj.items(), ITEMS_PER_CONTAINER)]
+        if _is_module_namespace(obj):
+            # A module's namespace (Triton 3.6's JITFunction keeps its module's as ``__globals__``) holds our own
+            # changing state and everything else imported there; what a launch reads of it is watched by name
+            # (:func:`_globals_of`). Walked, it held the list of pinned objects, which grows with every baseline.
+            return
+        items = [(f"{path}[{k!r:.80}]", v, _item(obj, k, _held)) for k, v in itertools.islice(obj.items(),
+                                                                                              ITEMS_PER_CONTAINER)]
     elif isinstance(obj, (list, tuple)):
-        items = [(f"{path}[{i}]", v) for i, v in enumerate(obj[:ITEMS_PER_CONTAINER])]
+        items = [(f"{path}[{i}]", v, _item(obj, i, _held)) for i, v in enumerate(obj[:ITEMS_PER_CONTAINER])]
     elif (type(obj).__module__ or "").startswith("triton") and not isinstance(obj, (type, types.ModuleType)):
-        attrs = getattr(obj, "__dict__", {})
-        items = [(f"{path}.{k}", v) for k, v in itertools.islice(attrs.items(), ITEMS_PER_CONTAINER)] \
-            if isinstance(attrs, dict) else []
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        _put(out, f"{path}.__dict__ id", ("id", id(attrs)), _own_dict(obj))
+        items = [(f"{path}.{k}", v, _item(attrs, k, _held)) for k, v in itertools.islice(attrs.items(),
+                                                                                       ITEMS_PER_CONTAINER)]
     else:
         return
-    for sub, v in items:
+    for sub, v, read in items:
         if len(out) > WATCH_LIMIT:
             return
-        _walk(v, sub, out, depth - 1, seen)
+        _walk(v, sub, out, depth - 1, seen, read)
 
 
 def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
     for klass in cls.__mro__:
         if klass is object:
             continue
-        for k, v in list(vars(klass).items()):
+        namespace = vars(klass)  # a live view: a method added later shows in its size
+        _put(out, f"{path}<{klass.__qualname__}> size", ("size", len(namespace)),
+             lambda namespace=namespace: ("size", len(namespace)))
+        for k, v in list(namespace.items()):
             if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
-                fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
-                out[f"{path}<{klass.__qualname__}>.{k}"] = ("id", _id(fn), _id(getattr(fn, "__code__", None)))
+                _put(out, f"{path}<{klass.__qualname__}>.{k}", _function(v), _item(namespace, k, _function))
                 if (klass.__module__ or "").startswith(("triton", "kernelbench")):
+                    fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
                     _globals_of(fn, f"{path}<{klass.__qualname__}>.{k}", out)
 
 
@@ -329,6 +382,23 @@ def _code_names(code: types.CodeType) -> set[str]:
         if isinstance(c, types.CodeType):
             names |= _code_names(c)
     return names
+
+
+def _global(glb: dict, name: str) -> Any:
+    """What ``name`` means to code whose globals are ``glb``: its global, else its builtin. Builtins come from the
+    module's dict: an attribute lookup finds ``builtins.__init__`` (from ``super().__init__`` in JITFunction's
+    constructor), a bound method made anew at each lookup, whose id never matched a pinned baseline's."""
+    if name in glb:
+        return glb[name]
+    return vars(builtins).get(name, _MISSING)
+
+
+def _name_entry(obj: Any) -> tuple:
+    if obj is _MISSING:
+        return _MISSING
+    if isinstance(obj, _IMMUTABLE):
+        return ("value", repr(obj)[:200])
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)))
 
 
 def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> None:
@@ -342,18 +412,13 @@ def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> No
         return
     names = _code_names(code)
     for name in sorted(names):
-        # Builtins from the module's dict: an attribute lookup finds ``builtins.__init__`` (from ``super().__init__``
-        # in JITFunction.__init__), a bound method made anew at each lookup, whose id never matched its baseline's.
-        if name in glb:
-            obj = glb[name]
-        elif name in vars(builtins):
-            obj = vars(builtins)[name]
-        else:
+        obj = _global(glb, name)
+        if obj is _MISSING:
             continue
+        _put(out, f"{path} global {name}", _name_entry(obj),
+             lambda glb=glb, name=name: _name_entry(_global(glb, name)))
         if isinstance(obj, _IMMUTABLE):
-            out[f"{path} global {name}"] = ("value", repr(obj)[:200])
             continue
-        out[f"{path} global {name}"] = ("id", _id(obj), _id(getattr(obj, "__code__", None)))
         if isinstance(obj, types.ModuleType):
             _module_attrs(obj, names, f"{path} global {name}", out, 2)
         elif depth > 1 and isinstance(obj, types.FunctionType) and (obj.__module__ or "").startswith("kernelbench"):
@@ -362,10 +427,10 @@ def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> No
 
 def _module_attrs(mod: types.ModuleType, names: set[str], path: str, out: dict[str, tuple], depth: int) -> None:
     """The attributes of ``mod`` named in ``names``, and of its submodules so named (``torch.cuda.device``)."""
-    for attr in sorted(names & set(vars(mod))):
-        value = vars(mod)[attr]
-        out[f"{path}.{attr}"] = ("value", repr(value)[:200]) if isinstance(value, _IMMUTABLE) \
-            else ("id", _id(value), _id(getattr(value, "__code__", None)))
+    namespace = vars(mod)
+    for attr in sorted(names & set(namespace)):
+        value = namespace[attr]
+        _put(out, f"{path}.{attr}", _name_entry(value), _item(namespace, attr, _name_entry))
         if depth > 1 and isinstance(value, types.ModuleType) and value is not mod:
             _module_attrs(value, names, f"{path}.{attr}", out, depth - 1)
 
@@ -384,22 +449,24 @@ def watched(pin: bool = False) -> dict[str, tuple]:
     out: dict[str, tuple] = {}
     if not _ENGINES or triton is None:
         return out
-    kernel = _fingerprint_partials
-    _walk(kernel, "fingerprint kernel", out, 5, set())
-    _class_methods(type(kernel), "fingerprint kernel", out)
+    here = globals()
+    _walk(here["_fingerprint_partials"], "fingerprint kernel", out, 5, set(),
+          _item(here, "_fingerprint_partials", _held))
+    _class_methods(type(_fingerprint_partials), "fingerprint kernel", out)
     for i, engine in enumerate(_ENGINES):
-        _walk(engine.compiled, f"fingerprint compiled[{i}]", out, 3, set())
+        attrs = engine.__dict__
+        _walk(engine.compiled, f"fingerprint compiled[{i}]", out, 3, set(), _item(attrs, "compiled", _held))
         _class_methods(type(engine.compiled), f"fingerprint compiled[{i}]", out)
         run = getattr(engine.compiled, "run", None)
         if run is not None and not isinstance(run, types.BuiltinFunctionType):
             _class_methods(type(run), f"fingerprint launcher[{i}]", out)
-        out[f"fingerprint engine[{i}]"] = ("id", _id(engine.compiled), _id(engine.partials))
         # The engine's own attributes: one named ``sums`` or ``accepts`` shadows the class's method unseen by the
         # class's watch, and ``__class__`` can be swapped for a subclass's.
         _instance(engine, f"fingerprint engine[{i}]", out, _ENGINE_STATE)
     for i, owner in enumerate(_OWNERS):
         _instance(owner, f"fingerprinter[{i}]", out, _OWNER_STATE)
-    runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
+    knobs = getattr(triton, "knobs", None)
+    runtime_knobs = getattr(knobs, "runtime", None)
     if runtime_knobs is not None:
         for name in dir(runtime_knobs):
             if name.endswith("_hook"):
@@ -407,29 +474,40 @@ def watched(pin: bool = False) -> dict[str, tuple]:
                     value = getattr(runtime_knobs, name)
                 except Exception:
                     continue
-                _walk(value, f"triton.knobs.runtime.{name}", out, 3, set())  # a hook chain's calls too
+                _walk(value, f"triton.knobs.runtime.{name}", out, 3, set(),  # a hook chain's calls too
+                      lambda name=name: _held(getattr(runtime_knobs, name, None)))
     for group in ("runtime", "compilation"):  # a launch reads these through their classes' descriptors
-        obj = getattr(getattr(triton, "knobs", None), group, None)
+        obj = getattr(knobs, group, None)
         if obj is not None:
             # (not its own attributes: setting a hook and putting the old one back leaves a key; the hooks' values
             # are watched above)
-            out[f"triton.knobs.{group}"] = ("id", _id(obj), _id(type(obj)))
+            _put(out, f"triton.knobs.{group}", ("id", _id(obj), _id(type(obj))),
+                 lambda group=group: _group_entry(getattr(knobs, group, None)))
             for klass in type(obj).__mro__[:-1]:
-                for k, v in list(vars(klass).items()):
-                    out[f"triton.knobs.{group}<{klass.__qualname__}>.{k}"] = ("id", _id(v))
+                namespace = vars(klass)
+                _put(out, f"triton.knobs.{group}<{klass.__qualname__}> size", ("size", len(namespace)),
+                     lambda namespace=namespace: ("size", len(namespace)))
+                for k, v in list(namespace.items()):
+                    _put(out, f"triton.knobs.{group}<{klass.__qualname__}>.{k}", ("id", _id(v)),
+                         _item(namespace, k, lambda v: ("id", id(v))))
     # ``triton.runtime.driver`` is the DriverConfig itself (the package's attribute hides the module of that name).
     # Each launch asks its active driver for the device and the stream through that object's own attributes
-    # (``get_current_device``, ``get_current_stream``): Python a candidate could replace, run inside the fingerprint.
+    # (``get_current_stream``): Python a candidate could replace, run inside the fingerprint.
     import triton.runtime as triton_runtime
 
     drv = getattr(triton_runtime, "driver", None)
     if drv is not None and not isinstance(drv, types.ModuleType):
+        _put(out, "triton driver", ("id", _id(drv)), lambda: ("id", id(getattr(triton_runtime, "driver", None))))
         _instance(drv, "triton driver", out, None)
         active = vars(drv).get("_active")
         if active is not None:
             _instance(active, "triton driver.active", out, None)
-            _walk(active, "triton driver.active", out, 3, set())
+            _walk(active, "triton driver.active", out, 3, set(), _item(vars(drv), "_active", _held))
     return out
+
+
+def _group_entry(obj: Any) -> tuple:
+    return ("id", id(obj), id(type(obj)))
 
 
 #: Attributes that change in honest use (counters, buffers sized to the largest output): their keys are watched,
@@ -440,25 +518,61 @@ _OWNER_STATE = frozenset({"_buf", "_w", "_w2"})
 
 def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[str] | None) -> None:
     """``obj``'s class (and its methods) and every attribute of its own: an added one may shadow a method."""
-    out[f"{path}.__class__"] = ("id", _id(type(obj)))
+    _put(out, f"{path}.__class__", ("id", _id(type(obj))), lambda: ("id", id(type(obj))))
     _class_methods(type(obj), path, out)
-    attrs = dict(getattr(obj, "__dict__", {}))
-    out[f"{path}.__dict__"] = ("keys", tuple(sorted(map(str, attrs))))
-    for k, v in attrs.items():
+    attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return
+    _put(out, f"{path}.__dict__ id", ("id", id(attrs)), _own_dict(obj))
+    _put(out, f"{path}.__dict__", ("keys", tuple(sorted(map(str, attrs)))),
+         lambda: ("keys", tuple(sorted(map(str, attrs)))))
+    for k, v in list(attrs.items()):
         if changing is not None and k in changing:
             continue
-        out[f"{path}.__dict__[{k!r:.80}]"] = ("value", repr(v)[:200]) if isinstance(v, _IMMUTABLE) else \
-            ("id", _id(v), _id(getattr(v, "__code__", None)))
+        _put(out, f"{path}.__dict__[{k!r:.80}]", _name_entry(v), _item(attrs, k, _name_entry))
 
 
 def changed(baseline: dict[str, tuple]) -> list[str]:
-    """The entries of :func:`watched` that differ from ``baseline`` (taken before any candidate code ran).
-
-    The patch detector compares after the timed calls; a hook that forward installs in the launch path and that
-    removes itself once it has run (inside the fingerprint, after the call's end event) is gone by then. A timed
-    call checks this before its fingerprint, while such a hook is still waiting to run."""
+    """The entries of :func:`watched` that differ from ``baseline`` (taken before any candidate code ran)."""
     now = watched()
     return sorted(k for k in set(now) | set(baseline) if now.get(k) != baseline.get(k))
+
+
+class Baseline:
+    """The watch as it was before any candidate code ran, and a fast way to ask whether it still is.
+
+    The patch detector compares after the timed calls; a hook that forward installs in the launch path and that
+    removes itself once it has run (inside the fingerprint, after the call's end event) is gone by then. So each
+    timed call asks :meth:`changed` before its fingerprint, while such a hook is still waiting to run. Walking the
+    watch again for that cost 32 ms per call on an H200 (3153 entries, session 19); instead each entry keeps a
+    reader of the very slot the walk found it in, and a call reads them all again (the full comparison runs only
+    when one differs, to say what)."""
+
+    def __init__(self, entries: dict[str, tuple], probes: list[tuple[str, tuple, Callable[[], tuple]]]):
+        self.entries = entries
+        self.probes = probes
+
+    @classmethod
+    def take(cls) -> Baseline:
+        global _recording
+        _recording = []
+        try:
+            entries = watched(pin=True)
+            probes = list(_recording)
+        finally:
+            _recording = None
+        return cls(entries, probes)
+
+    def changed(self) -> list[str]:
+        """The entries that differ from the baseline (empty: none)."""
+        for path, value, read in self.probes:
+            try:
+                now = read()
+            except Exception:
+                now = _MISSING
+            if now != value:
+                return changed(self.entries) or [path]
+        return []
 
 
 def watch_owner(owner: Any) -> None:

@@ -111,7 +111,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
         self.compare = compare
         self.fingerprinter = compare.Fingerprinter()
-        self.fused_baseline: dict[str, tuple] | None = None
+        self.fused_baseline: Any = None  # a fingerprint_kernel.Baseline once the fused path has started
         # The trace and profile hooks in place before any candidate code (a coverage tool's, say): a timed call
         # must end with these and no others (TimingCommands._check_no_hooks).
         from kernelbench.evaluation.worker.bound import getprofile, gettrace
@@ -163,7 +163,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 with fingerprint_kernel.triton_cache(trusted):
                     if self.fingerprinter.enable_fused(self.device):
                         # What each timed call's fingerprint checks its launch path against (TimingCommands).
-                        self.fused_baseline = fingerprint_kernel.watched(pin=True)
+                        self.fused_baseline = fingerprint_kernel.Baseline.take()
+                        self.bound_at_start["fused_baseline"] = id(self.fused_baseline)
         elif not self.is_cuda and not self.initialized:
             # CPU timing (baselines on a CPU-only host, tests): wall-clock events, nothing to drain.
             self._sync = lambda: None

@@ -22,7 +22,7 @@ class HookLeftActive(RuntimeError):
 
 #: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
 BOUND_ATTRIBUTES = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start",
-                    "gc_callbacks", "gc_callbacks_at_start")
+                    "gc_callbacks", "gc_callbacks_at_start", "fused_baseline")
 
 
 def worker_changes(w: Any) -> list[str]:
@@ -156,7 +156,7 @@ class TimingCommands:
             return
         from kernelbench.evaluation import fingerprint_kernel
 
-        diff = fingerprint_kernel.changed(self.fused_baseline)
+        diff = fingerprint_kernel.Baseline.changed(self.fused_baseline)  # (through the class, as the checks)
         if diff and self.role == "candidate":
             raise fingerprint_kernel.FusedTampered("forward changed the fused fingerprint's launch path before the "
                                                    f"fingerprint ran: {', '.join(diff[:5])}")
