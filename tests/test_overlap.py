@@ -191,3 +191,20 @@ def test_on_a_gpu_an_overlapped_batch_gives_the_verdicts_and_identity_speedups_o
         assert "reference_start" in on.stage_times_s and "reference_start" not in off.stage_times_s
     cache = CostCache(tmp_path / "cache" / "roofline_costs.json")
     assert all(cache.get(p.hash) is not None for p in problems)
+
+
+def test_spares_of_both_kinds_start_at_once_not_queued_behind_each_other():
+    """Each new problem consumes a candidate and a reference worker, and a worker took 6-11 s to start on the lent
+    GPU machines: with one spawning thread per spare of one kind (plus one), a sweep's reference starts queued behind
+    its candidate starts and jobs waited for workers (session 19). Every spare primed must be starting at once."""
+    from kernelbench.evaluation.parent.session import DeviceSession
+
+    session = DeviceSession("cpu", spares=3)
+    try:
+        session.prime("torch")
+        spares = session._all_spares()
+        assert len(spares) == 6
+        queued = [sp for sp in spares if not (sp.future.running() or sp.future.done())]
+        assert queued == [], f"{len(queued)} of 6 spare starts waited for a thread"
+    finally:
+        session.close()

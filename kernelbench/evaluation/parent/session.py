@@ -8,6 +8,8 @@ session also holds the CPU core its timed processes are pinned to.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +22,24 @@ from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.results import Stage
+
+log = logging.getLogger(__name__)
+
+
+#: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
+SPARE_WAIT_LOG_S = 0.3
+
+
+def _taken(spare: Spare, role: str, device: str) -> WorkerProcess:
+    """``spare.take()``; a long wait is logged with whether the process had started (its Init is quick) or not."""
+    started = spare.future.done()
+    t0 = time.monotonic()
+    worker = spare.take()
+    waited = time.monotonic() - t0
+    if waited > SPARE_WAIT_LOG_S:
+        log.info("%s: waited %.2f s for a %s worker (%s)", device, waited, role,
+                 "its process had started; its CUDA context had not" if started else "its process was still starting")
+    return worker
 
 
 def visible_devices() -> list[str]:
@@ -69,10 +89,13 @@ class DeviceSession:
         self.reference_env = dict(reference_env or {})  # extra environment for every reference worker
         self.is_cuda = device.startswith("cuda")
         self.arch = arch
-        # A spare takes about 6 s to start (Python, torch, the profiler's imports) and a job about 4 s
-        # on a GPU, each consuming one candidate worker: four keep a started one always waiting.
+        # A spare takes 6-11 s to start on the lent GPU machines (Python, torch and its CUDA libraries, the
+        # profiler's first run) and a job about 4 s, each consuming one candidate worker and, on a new problem,
+        # a reference worker: four of each kind keep a started one waiting. Both kinds start at once: with one
+        # thread per spare and one more, a sweep of new problems no longer queues one kind's starts behind the
+        # other's (session 19: 25-30% of level 1-2 jobs waited for a candidate worker, with five threads for both).
         self.depth = spares if spares is not None else (4 if self.is_cuda else 1)
-        self._pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix=f"spawn-{device}")
+        self._pool = ThreadPoolExecutor(max_workers=2 * self.depth + 1, thread_name_prefix=f"spawn-{device}")
         self._spare_candidates: dict[str | None, list[Spare]] = {}
         self._spare_references: list[Spare] = []
         self.reference: WorkerProcess | None = None
@@ -132,7 +155,7 @@ class DeviceSession:
     def take_reference(self, replace: bool = True) -> WorkerProcess:
         """A started, initialised reference worker (trusted code only); with ``replace``, another on its way."""
         spare = self._spare_references.pop(0) if self._spare_references else self._spawn("reference", None)
-        worker = spare.take()
+        worker = _taken(spare, "reference", self.device)
         if replace:
             self._top_up_references()
         return worker
@@ -150,7 +173,7 @@ class DeviceSession:
     def candidate_worker(self, backend: str) -> WorkerProcess:
         lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
         spare = lst.pop(0) if lst else self._spawn("candidate", backend)
-        worker = spare.take()
+        worker = _taken(spare, "candidate", self.device)
         self.prime(backend)
         return worker
 
