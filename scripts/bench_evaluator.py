@@ -11,6 +11,7 @@ median, the identity speedup, timed calls per side; then a summary. Run on a GPU
     python scripts/bench_evaluator.py --sandbox off --out off.json          # the OS sandbox's overhead
     python scripts/bench_evaluator.py --no-overlap --out before.json        # untimed work in turn (issue 25)
     python scripts/bench_evaluator.py --source directory --path /work/kb_official/KernelBench --levels 1 2 3
+    python scripts/bench_evaluator.py ... --resume first.json --out all.json  # go on where a cut-short run stopped
 
 Per level it also prints what issue 23 measures: identity speedup intervals that hold 1.0, identity
 candidates significantly faster at p = 1, speedups outside [0.97, 1.03] without an imprecise or host-bound
@@ -38,6 +39,22 @@ def identity_source(problem_code: str) -> str:
     from kernelbench.problems.contract import identity_candidate
 
     return identity_candidate(problem_code)
+
+
+def previous_rows(path: str) -> tuple[list[dict], float]:
+    """The rows an earlier run wrote (infrastructure failures left out: evaluated again) and its wall seconds."""
+    try:
+        data = json.loads(Path(path).read_text())
+        rows = data["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--resume {path}: not a file bench_evaluator.py wrote ({e})") from None
+    kept = [r for r in rows if not r.get("infrastructure")]
+    if "total_s" in data:
+        earlier = float(data["total_s"])
+    else:  # cut short: what it had resumed from, and the wall between the results it added
+        added = rows[int(data.get("new_from", 0)):]
+        earlier = float(data.get("earlier_s", 0.0)) + sum(float(r.get("wall_s") or 0.0) for r in added)
+    return kept, earlier
 
 
 def identity_summary(rows: list[dict]) -> dict[int, dict]:
@@ -102,6 +119,10 @@ def main() -> int:
     p.add_argument("--no-overlap", action="store_true",
                    help="do every worker's untimed work in turn (EvalSettings.overlap off: the 'before' of issue 25)")
     p.add_argument("--out", default=None, help="write per-problem numbers as JSON")
+    p.add_argument("--resume", default=None, metavar="JSON",
+                   help="a file an earlier run wrote with --out (finished or cut short): its results are kept and "
+                        "only the problems it lacks (or that failed on our side) are evaluated; the summary covers both "
+                        "(a sweep longer than one device call: carry the file to the next)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every worker step with the GPU memory each process holds after it")
     args = p.parse_args()
@@ -122,11 +143,17 @@ def main() -> int:
         problems = sized
     settings = EvalSettings(backend="torch", correctness_trials=args.correctness_trials,
                             timing_budget_s=args.timing_budget, sandbox=args.sandbox, overlap=not args.no_overlap)
+    rows, earlier_s = previous_rows(args.resume) if args.resume else ([], 0.0)
+    have = {(r["level"], r["problem_id"], r["repeat"]) for r in rows}
+    new_from = len(rows)  # the rows this run adds start here
     jobs = []
     for prob in problems:
         for r in range(args.repeat):
-            jobs.append(EvalJob(prob, identity_source(prob.code), settings, sample_id=r))
-    rows = []
+            if (prob.level, prob.problem_id, r) not in have:
+                jobs.append(EvalJob(prob, identity_source(prob.code), settings, sample_id=r))
+    if args.resume:
+        print(f"--resume: {len(rows)} results kept from {args.resume} ({earlier_s:.1f} s of evaluation), "
+              f"{len(jobs)} to evaluate", file=sys.stderr)
     t_start = time.perf_counter()
     done_at = [t_start]
 
@@ -155,7 +182,8 @@ def main() -> int:
         })
         r = rows[-1]
         if args.out:  # written after every result, so a run cut short keeps what it measured
-            Path(args.out).write_text(json.dumps({"partial": True, "rows": rows}, indent=1))
+            Path(args.out).write_text(json.dumps({"partial": True, "earlier_s": earlier_s, "new_from": new_from,
+                                                  "rows": rows}, indent=1))
         print(f"L{r['level']} #{r['problem_id']:<3} {r['name'][:34]:34} wall {wall:6.2f}s  "
               f"ref {r['ref_ms'] or float('nan'):9.4f} ms  speedup {r['speedup'] or float('nan'):6.3f}"
               + (f" [{r['ci95'][0]:.3f},{r['ci95'][1]:.3f}]" if r["ci95"] else "")
@@ -164,8 +192,9 @@ def main() -> int:
               + f"n={r['n']:<4} [{' '.join(f'{k[:5]}={v:.1f}' for k, v in (r['stage_s'] or {}).items())}] "
               f"{'' if r['correct'] else 'FAILED ' + str(r['error'])}", flush=True)
 
-    evaluate_batch(jobs, on_result=on_result, progress=False)
-    total = time.perf_counter() - t_start
+    if jobs:
+        evaluate_batch(jobs, on_result=on_result, progress=False)
+    total = time.perf_counter() - t_start + earlier_s
     ok = [r for r in rows if r["speedup"] is not None]
     sp = [r["speedup"] for r in ok]
     print("\n=== summary ===")

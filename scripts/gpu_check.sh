@@ -28,6 +28,9 @@
 #                 carried to the device, never committed): prints the per-level counts the issue asks for
 #   issue23-bench the bench part alone (about 17 min on H200s for 250 problems: needs KB_PHASE_TIMEOUT and a
 #                 device call per level, e.g. KB_LEVELS=3)
+#   official-sweep  issue 25's figure: bench_evaluator.py over the official levels $KB_LEVELS (default 1 2 3) on one
+#                 GPU, resuming from $KB_SWEEP_RESUME (default runs/sweep/official.json) when that file exists: copy
+#                 the official_sweep.json a call brings back there, carry runs/, call again until it ends with the summary
 #   throughput    issue 25: bench_evaluator.py over the first $KB_THROUGHPUT_N (default 40) official problems of
 #                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
 #                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100;
@@ -211,6 +214,15 @@ for phase in "${phases[@]}"; do
       run issue23-bench python3 scripts/bench_evaluator.py --source directory --path "${KB_OFFICIAL:-kb_official/KernelBench}" \
         --levels ${KB_LEVELS:-1 2 3} --sandbox "${KB_SANDBOX:-auto}" \
         --out "$OUT/bench_issue23_L$(echo "${KB_LEVELS:-1 2 3}" | tr -d ' ').json" ;;
+    official-sweep)
+      # The 250 official problems on one GPU take longer than one device call: each call goes on from the file the
+      # last one brought back (copied to $KB_SWEEP_RESUME, default runs/sweep/official.json, and carried).
+      resume=${KB_SWEEP_RESUME:-runs/sweep/official.json}
+      flag=(); [ -f "$resume" ] && flag=(--resume "$resume")
+      # shellcheck disable=SC2086
+      run official-sweep python3 scripts/bench_evaluator.py --source directory \
+        --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} --sandbox "${KB_SANDBOX:-auto}" \
+        "${flag[@]}" --out "$OUT/official_sweep.json" ;;
     throughput)
       ids=$(seq -s ' ' 1 "${KB_THROUGHPUT_N:-40}")
       for mode in no-overlap overlap; do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -48,3 +49,28 @@ def test_the_script_runs_on_the_cpu_and_prints_the_summary(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "=== issue 23: intervals, flags, GPU time ===" in out.stdout
     assert "level 1: 1/1 correct (0 infrastructure failures)" in out.stdout
+
+
+def test_resume_keeps_an_earlier_run_s_results_and_evaluates_only_the_rest(tmp_path):
+    """A sweep of the 250 official problems is longer than one device call: --resume goes on from the file a run cut
+    short wrote, evaluating only what it lacks, and its summary covers both runs."""
+    write_problems(tmp_path, {"1_Relu.py": problem_source(shape="16, 16"),
+                              "2_Relu.py": problem_source(shape="8, 8")})
+    first = {"partial": True, "earlier_s": 0.0, "new_from": 0, "rows": [
+        {**_row(1, 1, 1.0, 0.001), "repeat": 0, "wall_s": 5.0, "isolation": "process"},
+        {**_row(1, 2, 1.0, 0.001), "repeat": 0, "wall_s": 7.0, "isolation": "process", "infrastructure": True}]}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    cmd = [sys.executable, str(REPO / "scripts" / "bench_evaluator.py"), "--source", "directory", "--path",
+           str(tmp_path), "--levels", "1", "--correctness-trials", "1", "--resume", str(tmp_path / "a.json"),
+           "--out", str(tmp_path / "b.json")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "1 results kept" in out.stderr and "1 to evaluate" in out.stderr  # the infrastructure failure runs again
+    done = json.loads((tmp_path / "b.json").read_text())
+    assert sorted(r["problem_id"] for r in done["rows"]) == [1, 2]
+    assert done["rows"][0]["wall_s"] == 5.0 and done["total_s"] > 12.0  # the kept row's 5 s, the new one's, start
+    assert "level 1: 2/2 correct" in out.stdout
+    (tmp_path / "bad.json").write_text("{}")
+    bad = subprocess.run(cmd[:-4] + ["--resume", str(tmp_path / "bad.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode != 0 and "not a file bench_evaluator.py wrote" in bad.stderr
