@@ -35,14 +35,24 @@ def worker_changes(w: Any) -> list[str]:
     out = []
     if type(w) is not Worker:
         out.append("the worker's class")
-    for k in list(vars(w)):
-        if callable(inspect.getattr_static(Worker, k, None)):
-            out.append(f"worker.{k} (shadows the method)")
+    out += [f"worker.{k} (shadows the method)" for k in sorted(_method_names(Worker).intersection(vars(w)))]
     bound = w.bound_at_start
     for name in BOUND_ATTRIBUTES:
         if id(getattr(w, name, None)) != bound.get(name):
             out.append(f"worker.{name}")
     return out
+
+
+_METHODS: dict[type, frozenset[str]] = {}
+
+
+def _method_names(cls: type) -> frozenset[str]:
+    """The names an instance attribute would shadow a method by, found once per class (a check every timed call
+    makes on both sides; the class itself is in the patch detector's snapshot)."""
+    names = _METHODS.get(cls)
+    if names is None:
+        names = _METHODS[cls] = frozenset(k for k in dir(cls) if callable(inspect.getattr_static(cls, k, None)))
+    return names
 
 
 class WallEvent:
