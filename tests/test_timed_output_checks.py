@@ -96,6 +96,18 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
     # The worker object itself (found through gc): an instance attribute shadows the check that would catch a hook.
     ("worker", "([o for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self][0]"
                ".__dict__.__setitem__('_check_fused_path', lambda: None), torch.relu(x))[1]"),
+    # An attacker's review (session 19): a cache of the method names, filled at the first check, could be filled by
+    # forward first with no names, and then a method shadowed unseen;
+    ("cache", "([__import__('kernelbench.evaluation.worker.timing', fromlist=['_']).__dict__.setdefault('_METHODS', "
+              "{}).__setitem__(type(o), frozenset()) or o.__dict__.__setitem__('_cushion', lambda: None) "
+              "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+              "torch.relu(x))[1]"),
+    # the event functions Init binds on the worker are instance attributes, not methods: one replaced reports any
+    # time; and the role, read by the fused path's check.
+    ("elapsed", "([o.__dict__.__setitem__('_elapsed', lambda a, b: 1e-6) for o in __import__('gc').get_objects() "
+                "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
+    ("role", "([o.__dict__.__setitem__('role', 'compile') for o in __import__('gc').get_objects() "
+             "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
 ])
 def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_call(hook, forward):
     """A torch function mode (or a profile hook) left active by forward sees every torch call of the fingerprint
@@ -124,7 +136,9 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
     assert time_it(honest, True)[0].calls > 0
     try:
         w = worker(problem_source(forward))
-        with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks", "worker": "worker itself"}[hook]):
+        with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks", "worker": "worker itself",
+                                                  "cache": "worker._cushion", "elapsed": "worker._elapsed",
+                                                  "role": "worker.role"}[hook]):
             time_it(w, True)
     finally:
         import gc

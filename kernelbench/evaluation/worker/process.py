@@ -18,7 +18,13 @@ from kernelbench.evaluation.worker.bound import active_count as _active_count
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
 from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_allocations
-from kernelbench.evaluation.worker.timing import BOUND_ATTRIBUTES, TimingCommands, WallEvent, worker_changes
+from kernelbench.evaluation.worker.timing import (
+    BOUND_AT_INIT,
+    BOUND_ATTRIBUTES,
+    TimingCommands,
+    WallEvent,
+    worker_changes,
+)
 from kernelbench.evaluation.worker.trace import TraceCommands
 
 #: torch.compile modes whose calls replay CUDA graphs (max-autotune turns Inductor's CUDA graphs on):
@@ -173,6 +179,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self._elapsed = WallEvent.elapsed_time
             self._event_sync = WallEvent.synchronize
             self.stream = None
+        for name in BOUND_AT_INIT:  # once, before any candidate code: a later Init never takes the candidate's
+            self.bound_at_start.setdefault(name, id(getattr(self, name, None)))
         self.initialized = True
         return protocol.InitReply(env=self.environment(), preloaded=self.preloaded), []
 

@@ -6,7 +6,6 @@ stream and the event functions :meth:`~kernelbench.evaluation.worker.process.Wor
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from kernelbench.evaluation import protocol
@@ -23,6 +22,11 @@ class HookLeftActive(RuntimeError):
 #: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
 BOUND_ATTRIBUTES = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start",
                     "gc_callbacks", "gc_callbacks_at_start", "fused_baseline")
+#: Those bound by the worker's first Init (the event functions, the timed stream, the role): an instance attribute
+#: the timed loop calls or reads, not a method, so the shadowing check never saw one replaced; ``worker._elapsed =
+#: lambda a, b: 0.01`` reported any time for every call (both event gaps alike: no side-stream flag), and ``role``
+#: set to "reference" switched the fused launch path's check off (attacker's review, session 19).
+BOUND_AT_INIT = ("_sync", "_EventBase", "_record", "_elapsed", "_event_sync", "stream", "role", "is_cuda")
 
 
 def worker_changes(w: Any) -> list[str]:
@@ -35,24 +39,34 @@ def worker_changes(w: Any) -> list[str]:
     out = []
     if type(w) is not Worker:
         out.append("the worker's class")
-    out += [f"worker.{k} (shadows the method)" for k in sorted(_method_names(Worker).intersection(vars(w)))]
+    out += [f"worker.{k} (shadows the method)" for k in _shadowing(Worker, vars(w))]
     bound = w.bound_at_start
-    for name in BOUND_ATTRIBUTES:
+    for name in BOUND_ATTRIBUTES + BOUND_AT_INIT:
         if id(getattr(w, name, None)) != bound.get(name):
             out.append(f"worker.{name}")
     return out
 
 
-_METHODS: dict[type, frozenset[str]] = {}
+_ABSENT = object()
 
 
-def _method_names(cls: type) -> frozenset[str]:
-    """The names an instance attribute would shadow a method by, found once per class (a check every timed call
-    makes on both sides; the class itself is in the patch detector's snapshot)."""
-    names = _METHODS.get(cls)
-    if names is None:
-        names = _METHODS[cls] = frozenset(k for k in dir(cls) if callable(inspect.getattr_static(cls, k, None)))
-    return names
+def _shadowing(cls: type, attrs: dict) -> list[str]:
+    """The instance attributes in ``attrs`` named like a method of ``cls``: the first class of its MRO that defines
+    the name holds a callable (what ``inspect.getattr_static`` finds, at a twentieth of its cost: 12 us a check).
+
+    Read from the class at every check, never remembered: a cache of the names, filled at the first timed call
+    (after candidate code has run), was a dict that candidate code could fill first with an empty set, and then
+    shadow ``_elapsed`` unseen (the patch snapshot compares functions, not a module's dicts)."""
+    spaces = [vars(klass) for klass in cls.__mro__]
+    out = []
+    for k in attrs:
+        for namespace in spaces:
+            v = namespace.get(k, _ABSENT)
+            if v is not _ABSENT:
+                if callable(v):
+                    out.append(k)
+                break
+    return sorted(out)
 
 
 class WallEvent:
