@@ -399,3 +399,77 @@ def test_a_baseline_s_readers_see_what_the_walk_sees_at_a_fraction_of_its_cost()
                       lambda: setattr(knobs, "launch_enter_hook", old_hook))
         assert b1.changed() == [], b1.changed()
     """)
+
+
+def test_a_baseline_s_readers_see_what_the_full_walk_sees_and_no_more():
+    """An attacker's review of the readers (session 19): each of these runs candidate code inside the fingerprint's
+    launch while every reader read what it read at Init (the full walk saw the first three): an attribute added to
+    the JIT function shadows its class's ``run``; the JIT function's class swapped for a look-alike subclass; a
+    method added to a watched class in place of a removed non-method (the namespace's size unchanged); a module on
+    the launch path given a class whose ``__getattribute__`` runs; Triton's hook object's class's ``__call__``
+    (Triton's launcher calls the hook object at every launch). And honest code that copies a watched object (copy
+    caches ``__slotnames__`` on its class) or reads a class's ``__annotations__`` (which creates it) is no change."""
+    run_child("""
+        import copy, sys, types
+        import triton
+        fp = compare.Fingerprinter()
+        assert fp.enable_fused(torch.device("cpu"), force=True)
+        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
+        kernel = fk._fingerprint_partials
+        b = fk.Baseline.take()
+        ran = []
+
+        def caught(change, undo):
+            change()
+            try:
+                fp.measure([torch.randn(3000)], (1e-2, 1e-2), key=2)  # the hooks below do run in a fingerprint
+                return b.changed()
+            finally:
+                undo()
+
+        Cls = type(kernel)
+        run = Cls.run
+
+        def hook(self, *a, **k):
+            ran.append(1)
+            return run(self, *a, **k)
+
+        assert caught(lambda: setattr(kernel, "run", types.MethodType(hook, kernel)), lambda: delattr(kernel, "run"))
+        assert ran
+        Evil = type(Cls.__name__, (Cls,), {"run": hook, "__module__": Cls.__module__, "__qualname__": Cls.__qualname__})
+        ran.clear()
+        assert caught(lambda: setattr(kernel, "__class__", Evil), lambda: setattr(kernel, "__class__", Cls))
+        assert ran
+        lookalike = next(k for k, v in vars(Cls).items() if k == "__annotations__")
+        saved = vars(Cls)[lookalike]
+
+        def swap():
+            delattr(Cls, lookalike)
+            Cls.__getitem__ = lambda self, grid: (ran.append(3), lambda *a, **k: run(self, *a, grid=grid,
+                                                                                    warmup=False, **k))[1]
+
+        def unswap():
+            del Cls.__getitem__
+            setattr(Cls, lookalike, saved)
+
+        ran.clear()
+        assert caught(swap, unswap)
+        assert ran
+        assert fk._launch.__globals__["torch"] is torch  # (torch.cuda.device, read through it on a GPU)
+        Spy = type("Spy", (types.ModuleType,), {"__getattribute__": lambda self, n: types.ModuleType.__getattribute__(
+            self, n)})
+        plain = type(torch)
+        assert caught(lambda: setattr(torch, "__class__", Spy), lambda: setattr(torch, "__class__", plain))
+        chain = triton.knobs.runtime.launch_enter_hook
+        if chain is not None and type(chain).__module__.startswith("triton"):  # a HookChain (Triton 3.9)
+            HookChain = type(chain)
+            call = HookChain.__call__
+            assert caught(lambda: setattr(HookChain, "__call__", lambda self, *a: call(self, *a)),
+                          lambda: setattr(HookChain, "__call__", call))
+        assert b.changed() == [], b.changed()
+        copy.copy(kernel)
+        copy.copy(fk._ENGINES[0])
+        type(fk._ENGINES[0]).__annotations__
+        assert "__slotnames__" in vars(Cls)
+        assert b.changed() == [] and fk.changed(b.entries) == [], b.changed()
+    """)

@@ -292,11 +292,15 @@ def _put(out: dict[str, tuple], path: str, value: tuple, reader: Callable[[], tu
 
 
 def _held(obj: Any) -> tuple:
-    """An entry for what a container or an object's attribute holds (``_id`` pins it while a baseline is taken)."""
+    """An entry for what a container or an object's attribute holds (``_id`` pins it while a baseline is taken).
+
+    Its class is part of it: ``obj.__class__`` can be assigned (a subclass whose ``run`` wraps the original, a module
+    subclass whose ``__getattribute__`` runs at ``knobs.runtime``) while the object, its ``__dict__`` and the old
+    class's methods stay as they were."""
     if isinstance(obj, _IMMUTABLE):
         return ("value", repr(obj)[:200])
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
-    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size)
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size, _id(type(obj)))
 
 
 def _function(v: Any) -> tuple:
@@ -319,6 +323,23 @@ def _own_dict(obj: Any) -> Callable[[], tuple]:
     """A reader of which dict ``obj`` keeps its attributes in: assigning ``obj.__dict__`` would leave the readers of
     the old one reading values nothing uses any more."""
     return lambda: ("id", id(getattr(obj, "__dict__", None)))
+
+
+def _dict_entry(attrs: Any) -> tuple:
+    """Which dict an object keeps its attributes in, and how many: an attribute added to a Triton object (``run`` on
+    the JIT function) shadows its class's method, and the readers of the attributes found at the baseline see no
+    new one (one removed, its reader sees)."""
+    return ("dict", id(attrs), len(attrs) if isinstance(attrs, dict) else None)
+
+
+def _class_names(namespace: Any) -> tuple:
+    """The names a class defines, less those Python adds to a class in honest use (``copy``/``pickle`` cache
+    ``__slotnames__``, reading ``__annotations__`` creates it): a method added in place of a removed non-method
+    keeps the namespace's size."""
+    return ("names", frozenset(namespace).difference(_LAZY_CLASS_NAMES))
+
+
+_LAZY_CLASS_NAMES = frozenset({"__slotnames__", "__annotations__"})
 
 
 def _is_module_namespace(d: Any) -> bool:
@@ -349,7 +370,8 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             return
-        _put(out, f"{path}.__dict__ id", ("id", id(attrs)), _own_dict(obj))
+        _put(out, f"{path}.__dict__ id and size", _dict_entry(attrs),
+             lambda: _dict_entry(getattr(obj, "__dict__", None)))
         items = [(f"{path}.{k}", v, _item(attrs, k, _held)) for k, v in itertools.islice(attrs.items(),
                                                                                        ITEMS_PER_CONTAINER)]
     else:
@@ -365,8 +387,8 @@ def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
         if klass is object:
             continue
         namespace = vars(klass)  # a live view: a method added later shows in its size
-        _put(out, f"{path}<{klass.__qualname__}> size", ("size", len(namespace)),
-             lambda namespace=namespace: ("size", len(namespace)))
+        _put(out, f"{path}<{klass.__qualname__}> names", _class_names(namespace),
+             lambda namespace=namespace: _class_names(namespace))
         for k, v in list(namespace.items()):
             if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
                 _put(out, f"{path}<{klass.__qualname__}>.{k}", _function(v), _item(namespace, k, _function))
@@ -398,7 +420,7 @@ def _name_entry(obj: Any) -> tuple:
         return _MISSING
     if isinstance(obj, _IMMUTABLE):
         return ("value", repr(obj)[:200])
-    return ("id", _id(obj), _id(getattr(obj, "__code__", None)))
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), _id(type(obj)))  # (a swapped class: _held)
 
 
 def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> None:
@@ -476,6 +498,10 @@ def watched(pin: bool = False) -> dict[str, tuple]:
                     continue
                 _walk(value, f"triton.knobs.runtime.{name}", out, 3, set(),  # a hook chain's calls too
                       lambda name=name: _held(getattr(runtime_knobs, name, None)))
+                if (type(value).__module__ or "").startswith("triton"):
+                    # Triton's launcher calls the hook object itself at every launch (a HookChain, never None,
+                    # in Triton 3.9): its class's ``__call__`` runs inside the fingerprint.
+                    _class_methods(type(value), f"triton.knobs.runtime.{name}", out)
     for group in ("runtime", "compilation"):  # a launch reads these through their classes' descriptors
         obj = getattr(knobs, group, None)
         if obj is not None:
@@ -485,8 +511,8 @@ def watched(pin: bool = False) -> dict[str, tuple]:
                  lambda group=group: _group_entry(getattr(knobs, group, None)))
             for klass in type(obj).__mro__[:-1]:
                 namespace = vars(klass)
-                _put(out, f"triton.knobs.{group}<{klass.__qualname__}> size", ("size", len(namespace)),
-                     lambda namespace=namespace: ("size", len(namespace)))
+                _put(out, f"triton.knobs.{group}<{klass.__qualname__}> names", _class_names(namespace),
+                     lambda namespace=namespace: _class_names(namespace))
                 for k, v in list(namespace.items()):
                     _put(out, f"triton.knobs.{group}<{klass.__qualname__}>.{k}", ("id", _id(v)),
                          _item(namespace, k, lambda v: ("id", id(v))))
