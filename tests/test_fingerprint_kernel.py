@@ -473,3 +473,31 @@ def test_a_baseline_s_readers_see_what_the_full_walk_sees_and_no_more():
         assert "__slotnames__" in vars(Cls)
         assert b.changed() == [] and fk.changed(b.entries) == [], b.changed()
     """)
+
+
+def test_the_device_switch_around_the_launch_is_watched():
+    """``_launch`` enters ``torch.cuda.device(...)`` around every GPU launch: a hook in its ``__enter__`` (the class
+    keeps its id) or in ``torch.cuda._exchange_device``, which ``__enter__`` calls, would run inside the
+    fingerprint (attacker's review, session 19)."""
+    run_child("""
+        fp = compare.Fingerprinter()
+        assert fp.enable_fused(torch.device("cpu"), force=True)
+        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
+        b = fk.Baseline.take()
+        assert b.changed() == []
+        dev = torch.cuda.device
+        enter = dev.__enter__
+        dev.__enter__ = lambda self: enter(self)
+        try:
+            assert any("__enter__" in k for k in b.changed()), b.changed()
+        finally:
+            dev.__enter__ = enter
+        assert b.changed() == []
+        swap = torch.cuda._exchange_device
+        torch.cuda._exchange_device = lambda i: swap(i)
+        try:
+            assert any("_exchange_device" in k for k in b.changed()), b.changed()
+        finally:
+            torch.cuda._exchange_device = swap
+        assert b.changed() == []
+    """)

@@ -382,6 +382,10 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
         _walk(v, sub, out, depth - 1, seen, read)
 
 
+#: Modules whose functions' globals the watch follows (theirs are on the launch path; torch.cuda's device switch).
+_FOLLOWED = ("triton", "kernelbench", "torch.cuda")
+
+
 def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
     for klass in cls.__mro__:
         if klass is object:
@@ -392,7 +396,7 @@ def _class_methods(cls: type, path: str, out: dict[str, tuple]) -> None:
         for k, v in list(namespace.items()):
             if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
                 _put(out, f"{path}<{klass.__qualname__}>.{k}", _function(v), _item(namespace, k, _function))
-                if (klass.__module__ or "").startswith(("triton", "kernelbench")):
+                if (klass.__module__ or "").startswith(_FOLLOWED):
                     fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
                     _globals_of(fn, f"{path}<{klass.__qualname__}>.{k}", out)
 
@@ -455,6 +459,10 @@ def _module_attrs(mod: types.ModuleType, names: set[str], path: str, out: dict[s
         _put(out, f"{path}.{attr}", _name_entry(value), _item(namespace, attr, _name_entry))
         if depth > 1 and isinstance(value, types.ModuleType) and value is not mod:
             _module_attrs(value, names, f"{path}.{attr}", out, depth - 1)
+        elif isinstance(value, type) and (value.__module__ or "").startswith(_FOLLOWED):
+            # A class the launch path uses (``with torch.cuda.device(...)`` in _launch): its methods run there, and
+            # ``torch.cuda.device.__enter__ = hook`` keeps the class's id (attacker's review, session 19).
+            _class_methods(value, f"{path}.{attr}", out)
 
 
 def watched(pin: bool = False) -> dict[str, tuple]:
