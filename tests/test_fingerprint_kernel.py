@@ -501,3 +501,23 @@ def test_the_device_switch_around_the_launch_is_watched():
             torch.cuda._exchange_device = swap
         assert b.changed() == []
     """)
+
+
+def test_a_launch_path_function_s_defaults_are_watched():
+    """``fn.__defaults__`` can be assigned with the function, its code and its class unchanged: a default the function
+    calls (or passes on) would run candidate code inside the fingerprint (attacker's review, session 19)."""
+    run_child("""
+        fp = compare.Fingerprinter()
+        assert fp.enable_fused(torch.device("cpu"), force=True)
+        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
+        b = fk.Baseline.take()
+        assert b.changed() == []
+        fn = fk._launch
+        before = fn.__defaults__
+        fn.__defaults__ = (None,)
+        try:
+            assert b.changed(), "a replaced __defaults__ went unseen"
+        finally:
+            fn.__defaults__ = before
+        assert b.changed() == []
+    """)

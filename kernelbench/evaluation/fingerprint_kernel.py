@@ -300,13 +300,22 @@ def _held(obj: Any) -> tuple:
     if isinstance(obj, _IMMUTABLE):
         return ("value", repr(obj)[:200])
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
-    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size, _id(type(obj)))
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size, _id(type(obj)), _defaults(obj))
+
+
+def _defaults(fn: Any) -> tuple | None:
+    """A function's default arguments, by identity: assignable (``fn.__defaults__ = (hook,)``) with the function,
+    its code and its class's namespace unchanged (attacker's review, session 19). Closure cells are left out: an
+    honest closure may rebind its cells from call to call."""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    return (_id(fn.__defaults__), _id(fn.__kwdefaults__))
 
 
 def _function(v: Any) -> tuple:
     """An entry for a class attribute that is a function, or wraps one (a property's getter, a static method's)."""
     fn = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
-    return ("id", _id(fn), _id(getattr(fn, "__code__", None)))
+    return ("id", _id(fn), _id(getattr(fn, "__code__", None)), _defaults(fn))
 
 
 def _item(container: Any, key: Any, entry: Callable[[Any], tuple]) -> Callable[[], tuple]:
@@ -424,7 +433,8 @@ def _name_entry(obj: Any) -> tuple:
         return _MISSING
     if isinstance(obj, _IMMUTABLE):
         return ("value", repr(obj)[:200])
-    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), _id(type(obj)))  # (a swapped class: _held)
+    return ("id", _id(obj), _id(getattr(obj, "__code__", None)), _id(type(obj)),  # (a swapped class: _held)
+            _defaults(obj))
 
 
 def _globals_of(fn: Any, path: str, out: dict[str, tuple], depth: int = 2) -> None:
