@@ -6,6 +6,7 @@ stream and the event functions :meth:`~kernelbench.evaluation.worker.process.Wor
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from kernelbench.evaluation import protocol
@@ -34,8 +35,9 @@ def worker_changes(w: Any) -> list[str]:
     not see: an instance attribute named like a method shadows it (``worker._check_fused_path = lambda: None``), a
     swapped class or a replaced Fingerprinter or module binding reroutes the checks. A module function, called by
     name from the timed loop, so that shadowing a method cannot switch the check itself off."""
-    from kernelbench.evaluation.worker.process import Worker
-
+    # The class the worker module defined, looked up where that module keeps it (importing it here would make
+    # the two modules import each other; the worker module is loaded by the time a worker exists).
+    Worker = sys.modules["kernelbench.evaluation.worker.process"].Worker
     out = []
     if type(w) is not Worker:
         out.append("the worker's class")
