@@ -42,8 +42,10 @@
 #                 piece (official level $KB_LEVELS, default 2, problems 1-10, each with the fingerprint through torch
 #                 operators and with the one-pass kernel; KB_FINGERPRINTERS="previous torch current" adds the one
 #                 before session 16; about a minute)
-#   fingerprint   scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
-#                 call at 256M..10k elements) and the fingerprint's GPU tests (tests/test_fingerprint_gpu.py)
+#   fingerprint   one reference worker's start and Init (scripts/probe_worker_init.py: its stacks if Init hangs),
+#                 scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
+#                 call at 256M..10k elements; the fused watch's size and cost per check) and the fingerprint's GPU
+#                 tests (tests/test_fingerprint_gpu.py, honest candidates end to end with the fused path on)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -243,7 +245,8 @@ for phase in "${phases[@]}"; do
     timing-profile) run timing-profile python3 scripts/profile_timing_stage.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --level "${KB_LEVELS:-2}" --problem-id $(seq -s ' ' 1 10) \
         --fingerprinter ${KB_FINGERPRINTERS:-torch current} --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
-    fingerprint) run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
+    fingerprint) run worker-init python3 scripts/probe_worker_init.py --fingerprint "${KB_FINGERPRINT:-fused}" --wait 90
+      run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
