@@ -30,6 +30,14 @@ def pair(chunk):
     fused.fused = fk.FusedSums.start(torch.device("cpu"), chunk)
     return plain, fused
 
+def started_baseline():  # the fused path started and used once, the watch's baseline taken (as a worker's Init)
+    fp = compare.Fingerprinter()
+    assert fp.enable_fused(torch.device("cpu"), force=True)
+    fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
+    b = fk.Baseline.take()
+    assert b.changed() == []
+    return fp, b
+
 def close(a, b, rel=1e-12):
     assert len(a) == len(b), (a, b)
     for x, y in zip(a, b):
@@ -480,11 +488,7 @@ def test_the_device_switch_around_the_launch_is_watched():
     keeps its id) or in ``torch.cuda._exchange_device``, which ``__enter__`` calls, would run inside the
     fingerprint (attacker's review, session 19)."""
     run_child("""
-        fp = compare.Fingerprinter()
-        assert fp.enable_fused(torch.device("cpu"), force=True)
-        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
-        b = fk.Baseline.take()
-        assert b.changed() == []
+        fp, b = started_baseline()
         dev = torch.cuda.device
         enter = dev.__enter__
         dev.__enter__ = lambda self: enter(self)
@@ -507,11 +511,7 @@ def test_a_launch_path_function_s_defaults_are_watched():
     """``fn.__defaults__`` can be assigned with the function, its code and its class unchanged: a default the function
     calls (or passes on) would run candidate code inside the fingerprint (attacker's review, session 19)."""
     run_child("""
-        fp = compare.Fingerprinter()
-        assert fp.enable_fused(torch.device("cpu"), force=True)
-        fp.measure([torch.randn(5000)], (1e-2, 1e-2), key=1)
-        b = fk.Baseline.take()
-        assert b.changed() == []
+        fp, b = started_baseline()
         fn = fk._launch
         before = fn.__defaults__
         fn.__defaults__ = (None,)

@@ -27,9 +27,8 @@ FINGERPRINT_ENV = "KB_FINGERPRINT"
 
 def fused_wanted() -> bool:
     """Is the one-pass fingerprint kernel (fingerprint_kernel.py) asked for (``KB_FINGERPRINT=fused``)? Off by default
-    until its hardened patch watch (session 18's attacker review: Triton's driver, the launch path's globals, a check
-    before each fingerprint) has run on a GPU: a change it finds in honest use on some Triton version would fail every
-    timed call, and without it the fused path is watched less than the torch path."""
+    until its patch watch has run clean on a GPU: its first run there (session 19, Triton 3.6) found changes in
+    honest use that failed every candidate's timed call; the fixes are CPU-tested only."""
     return os.environ.get(FINGERPRINT_ENV, "").strip().lower() in ("fused", "triton", "on", "1")
 
 CHUNK = 1 << 24

@@ -328,17 +328,15 @@ def _item(container: Any, key: Any, entry: Callable[[Any], tuple]) -> Callable[[
     return read
 
 
-def _own_dict(obj: Any) -> Callable[[], tuple]:
-    """A reader of which dict ``obj`` keeps its attributes in: assigning ``obj.__dict__`` would leave the readers of
-    the old one reading values nothing uses any more."""
-    return lambda: ("id", id(getattr(obj, "__dict__", None)))
-
-
 def _dict_entry(attrs: Any) -> tuple:
-    """Which dict an object keeps its attributes in, and how many: an attribute added to a Triton object (``run`` on
-    the JIT function) shadows its class's method, and the readers of the attributes found at the baseline see no
-    new one (one removed, its reader sees)."""
+    """Which dict an object keeps its attributes in, and how many: assigning ``obj.__dict__`` would leave the readers
+    of the old one reading values nothing uses any more, and an attribute added to a Triton object (``run`` on the
+    JIT function) shadows its class's method unseen by the readers of the attributes found at the baseline."""
     return ("dict", id(attrs), len(attrs) if isinstance(attrs, dict) else None)
+
+
+def _put_own_dict(out: dict[str, tuple], path: str, obj: Any, attrs: dict) -> None:
+    _put(out, f"{path}.__dict__ id and size", _dict_entry(attrs), lambda: _dict_entry(getattr(obj, "__dict__", None)))
 
 
 def _class_names(namespace: Any) -> tuple:
@@ -379,8 +377,7 @@ def _walk(obj: Any, path: str, out: dict[str, tuple], depth: int, seen: set[int]
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             return
-        _put(out, f"{path}.__dict__ id and size", _dict_entry(attrs),
-             lambda: _dict_entry(getattr(obj, "__dict__", None)))
+        _put_own_dict(out, path, obj, attrs)
         items = [(f"{path}.{k}", v, _item(attrs, k, _held)) for k, v in itertools.islice(attrs.items(),
                                                                                        ITEMS_PER_CONTAINER)]
     else:
@@ -525,7 +522,7 @@ def watched(pin: bool = False) -> dict[str, tuple]:
         if obj is not None:
             # (not its own attributes: setting a hook and putting the old one back leaves a key; the hooks' values
             # are watched above)
-            _put(out, f"triton.knobs.{group}", ("id", _id(obj), _id(type(obj))),
+            _put(out, f"triton.knobs.{group}", _group_entry(obj),
                  lambda group=group: _group_entry(getattr(knobs, group, None)))
             for klass in type(obj).__mro__[:-1]:
                 namespace = vars(klass)
@@ -551,7 +548,7 @@ def watched(pin: bool = False) -> dict[str, tuple]:
 
 
 def _group_entry(obj: Any) -> tuple:
-    return ("id", id(obj), id(type(obj)))
+    return ("id", _id(obj), _id(type(obj)))
 
 
 #: Attributes that change in honest use (counters, buffers sized to the largest output): their keys are watched,
@@ -562,12 +559,12 @@ _OWNER_STATE = frozenset({"_buf", "_w", "_w2"})
 
 def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[str] | None) -> None:
     """``obj``'s class (and its methods) and every attribute of its own: an added one may shadow a method."""
-    _put(out, f"{path}.__class__", ("id", _id(type(obj))), lambda: ("id", id(type(obj))))
+    _put(out, f"{path}.__class__", ("id", _id(type(obj))), lambda: ("id", _id(type(obj))))
     _class_methods(type(obj), path, out)
     attrs = getattr(obj, "__dict__", None)
     if not isinstance(attrs, dict):
         return
-    _put(out, f"{path}.__dict__ id", ("id", id(attrs)), _own_dict(obj))
+    _put_own_dict(out, path, obj, attrs)
     _put(out, f"{path}.__dict__", ("keys", tuple(sorted(map(str, attrs)))),
          lambda: ("keys", tuple(sorted(map(str, attrs)))))
     for k, v in list(attrs.items()):

@@ -175,7 +175,7 @@ class TimingCommands:
                                  "inside the checks after the timed call")
 
     def _check_fused_path(self) -> None:
-        """The fused fingerprint's launch path is as it was before any candidate code ran (fingerprint_kernel.changed):
+        """The fused fingerprint's launch path is as it was before any candidate code ran (fingerprint_kernel.Baseline):
         a hook forward left there would run inside the fingerprint, then could remove itself before the patch check.
         Both sides do the work (the same between timed calls); only the candidate's is untrusted."""
         if self.fused_baseline is None:  # (a candidate that sets fingerprinter.fused to None is a change too)
