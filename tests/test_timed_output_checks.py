@@ -108,6 +108,10 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
                 "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
     ("role", "([o.__dict__.__setitem__('role', 'compile') for o in __import__('gc').get_objects() "
              "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
+    # a look-alike subclass swapped in: its methods replace the checks without any instance attribute.
+    ("class", "([setattr(o, '__class__', type('Worker', (type(o),), {'_cushion': lambda s: None})) "
+              "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+              "torch.relu(x))[1]"),
 ])
 def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_call(hook, forward):
     """A torch function mode (or a profile hook) left active by forward sees every torch call of the fingerprint
@@ -138,7 +142,7 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
         w = worker(problem_source(forward))
         with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks", "worker": "worker itself",
                                                   "cache": "worker._cushion", "elapsed": "worker._elapsed",
-                                                  "role": "worker.role"}[hook]):
+                                                  "role": "worker.role", "class": "the worker's class"}[hook]):
             time_it(w, True)
     finally:
         import gc

@@ -21,6 +21,7 @@ from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_all
 from kernelbench.evaluation.worker.timing import (
     BOUND_AT_INIT,
     BOUND_ATTRIBUTES,
+    CLASS_KEY,
     TimingCommands,
     WallEvent,
     worker_changes,
@@ -138,6 +139,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.host_copy = os.environ.get(transport.HOST_COPY_ENV) == "1"
         #: What the timed calls and checks reach through this object, by identity (see timing.worker_changes).
         self.bound_at_start = {name: id(getattr(self, name)) for name in BOUND_ATTRIBUTES}
+        self.bound_at_start[CLASS_KEY] = id(type(self))
 
     def cmd_init(self, cmd: protocol.Init, blobs: list) -> tuple[protocol.Reply, list]:
         """Create the CUDA context. Separate from process start so the parent can keep spare workers

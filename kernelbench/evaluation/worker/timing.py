@@ -6,7 +6,6 @@ stream and the event functions :meth:`~kernelbench.evaluation.worker.process.Wor
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from kernelbench.evaluation import protocol
@@ -23,6 +22,8 @@ class HookLeftActive(RuntimeError):
 #: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
 BOUND_ATTRIBUTES = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start",
                     "gc_callbacks", "gc_callbacks_at_start", "fused_baseline")
+#: The key of ``bound_at_start`` that holds the worker's class.
+CLASS_KEY = "__class__"
 #: Those bound by the worker's first Init (the event functions, the timed stream, the role): an instance attribute
 #: the timed loop calls or reads, not a method, so the shadowing check never saw one replaced; ``worker._elapsed =
 #: lambda a, b: 0.01`` reported any time for every call (both event gaps alike: no side-stream flag), and ``role``
@@ -35,14 +36,12 @@ def worker_changes(w: Any) -> list[str]:
     not see: an instance attribute named like a method shadows it (``worker._check_fused_path = lambda: None``), a
     swapped class or a replaced Fingerprinter or module binding reroutes the checks. A module function, called by
     name from the timed loop, so that shadowing a method cannot switch the check itself off."""
-    # The class the worker module defined, looked up where that module keeps it (importing it here would make
-    # the two modules import each other; the worker module is loaded by the time a worker exists).
-    Worker = sys.modules["kernelbench.evaluation.worker.process"].Worker
-    out = []
-    if type(w) is not Worker:
-        out.append("the worker's class")
-    out += [f"worker.{k} (shadows the method)" for k in _shadowing(Worker, vars(w))]
     bound = w.bound_at_start
+    cls = type(w)
+    out = []
+    if id(cls) != bound.get(CLASS_KEY):  # bound as the worker started (no import of the worker's module here)
+        out.append("the worker's class")
+    out += [f"worker.{k} (shadows the method)" for k in _shadowing(cls, vars(w))]
     for name in BOUND_ATTRIBUTES + BOUND_AT_INIT:
         if id(getattr(w, name, None)) != bound.get(name):
             out.append(f"worker.{name}")
