@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
 import sys
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 import _checkout  # noqa: F401  (this checkout first on the path)
 
 from kernelbench.evaluation import EvalJob, EvalSettings, evaluate_batch
+from kernelbench.evaluation.parent import workers
 from kernelbench.problems import load_problems
 
 
@@ -55,6 +57,16 @@ def previous_rows(path: str) -> tuple[list[dict], float]:
         added = rows[int(data.get("new_from", 0)):]
         earlier = float(data.get("earlier_s", 0.0)) + sum(float(r.get("wall_s") or 0.0) for r in added)
     return kept, earlier
+
+
+def command_totals(rows: list[dict]) -> dict[str, float]:
+    """Seconds per worker command over the rows' recorded calls, largest first (trial and round numbers merged)."""
+    out: dict[str, float] = {}
+    for r in rows:
+        for role, what, secs in r.get("calls") or []:
+            key = f"{role}: {re.sub(r'[0-9]+', 'N', what)}"
+            out[key] = out.get(key, 0.0) + float(secs)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def identity_summary(rows: list[dict]) -> dict[int, dict]:
@@ -156,6 +168,10 @@ def main() -> int:
               f"{len(jobs)} to evaluate", file=sys.stderr)
     t_start = time.perf_counter()
     done_at = [t_start]
+    # Every answered worker command (and wait for a started worker) since the last result: one device evaluates one
+    # job at a time, so these are the job's, in order (the row's "calls": where its stages spent their time).
+    calls: list[list] = []
+    workers.call_observer = lambda role, what, s: calls.append([role, what, round(s, 4)])
 
     def on_result(i: int, res) -> None:
         now = time.perf_counter()
@@ -179,7 +195,9 @@ def main() -> int:
             "findings": [f"{f.severity}:{f.rule}" for f in res.guard_findings if f.severity != "info"],
             "warmup_calls": [res.runtime.warmup_calls if res.runtime else None,
                              res.ref_runtime.warmup_calls if res.ref_runtime else None],
+            "calls": calls[:],
         })
+        calls.clear()
         r = rows[-1]
         if args.out:  # written after every result, so a run cut short keeps what it measured
             Path(args.out).write_text(json.dumps({"partial": True, "earlier_s": earlier_s, "new_from": new_from,
@@ -214,6 +232,10 @@ def main() -> int:
     print(f"isolation: {', '.join(isolations)}; overlap {'off' if args.no_overlap else 'on'}; "
           "mean seconds per evaluation by stage (what the job waited for): "
           + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in stages.items()))
+    by_command = command_totals(rows)
+    if by_command:
+        print("mean seconds per evaluation by worker command (role: command, trial numbers merged): "
+              + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in list(by_command.items())[:16]))
     summary = identity_summary(rows)
     print("\n=== issue 23: intervals, flags, GPU time ===")
     print_identity_summary(summary)
@@ -229,6 +251,8 @@ def main() -> int:
         Path(args.out).write_text(json.dumps({"total_s": total, "sandbox": args.sandbox, "isolation": isolations,
                                               "overlap": not args.no_overlap,
                                               "stage_means_s": {k: v / max(1, len(rows)) for k, v in stages.items()},
+                                              "command_means_s": {k: v / max(1, len(rows))
+                                                                  for k, v in by_command.items()},
                                               "identity_summary": {str(k): v for k, v in summary.items()},
                                               "rows": rows}, indent=1))
     return 0

@@ -31,6 +31,7 @@
 #   official-sweep  issue 25's figure: bench_evaluator.py over the official levels $KB_LEVELS (default 1 2 3) on one
 #                 GPU, resuming from $KB_SWEEP_RESUME (default runs/sweep/official.json) when that file exists: copy
 #                 the official_sweep.json a call brings back there, carry runs/, call again until it ends with the summary
+#                 (KB_PROBLEM_IDS="1 2 ..." limits it to those problem numbers of each level)
 #   throughput    issue 25: bench_evaluator.py over the first $KB_THROUGHPUT_N (default 40) official problems of
 #                 level $KB_LEVELS (default 2), untimed work in turn (--no-overlap), then overlapped; the
 #                 per-stage means and GPU-seconds of both runs are the before/after (about 5 min on an H100;
@@ -224,7 +225,7 @@ for phase in "${phases[@]}"; do
       # shellcheck disable=SC2086
       run official-sweep python3 scripts/bench_evaluator.py --source directory \
         --path "${KB_OFFICIAL:-kb_official/KernelBench}" --levels ${KB_LEVELS:-1 2 3} --sandbox "${KB_SANDBOX:-auto}" \
-        "${flag[@]}" --out "$OUT/official_sweep.json" ;;
+        ${KB_PROBLEM_IDS:+--problem-id $KB_PROBLEM_IDS} "${flag[@]}" --out "$OUT/official_sweep.json" ;;
     throughput)
       ids=$(seq -s ' ' 1 "${KB_THROUGHPUT_N:-40}")
       for mode in no-overlap overlap; do

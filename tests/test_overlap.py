@@ -208,3 +208,88 @@ def test_spares_of_both_kinds_start_at_once_not_queued_behind_each_other():
         assert queued == [], f"{len(queued)} of 6 spare starts waited for a thread"
     finally:
         session.close()
+
+
+def _started(spares, timeout_s: float = 120.0) -> None:
+    for sp in spares:
+        sp.future.result(timeout=timeout_s)
+
+
+def test_a_spare_begins_its_init_as_soon_as_it_has_started_while_nothing_is_timed():
+    """Spares used to begin Init only when a job began or a timing ended: half of a level's new problems then waited
+    0.1-1.5 s for their reference's CUDA context (session 20, H200). Now a started spare begins it at once, unless a
+    timing is under way; then it waits for allow_gpu_init()."""
+    import time
+
+    quiet = DeviceSession("cpu", spares=1, sandbox="off")
+    timing = DeviceSession("cpu", spares=1, sandbox="off")
+    try:
+        quiet.prime("torch")  # nothing timed: no allow_gpu_init() call needed
+        timing.quiesce()  # a timing under way on this device
+        timing.prime("torch")
+        _started(quiet._all_spares() + timing._all_spares())
+        time.sleep(0.2)  # the done-callbacks have run by now
+        assert all(sp.init_sent is not None for sp in quiet._all_spares())
+        assert all(sp.init_sent is None for sp in timing._all_spares()), "an Init began while a timing was under way"
+        timing.allow_gpu_init()
+        assert all(sp.init_sent is not None for sp in timing._all_spares())
+        worker = quiet.candidate_worker("torch")  # Init answered once, the worker usable
+        assert worker.alive() and worker.info.get("device") == "cpu"
+        worker.close()
+    finally:
+        quiet.close()
+        timing.close()
+
+
+def test_the_last_problems_reference_exits_in_the_background_and_the_next_timing_waits_for_it(tmp_path):
+    """Closing the last problem's reference took 0.2-0.5 s of every new problem's start (its CUDA context's teardown,
+    session 20); it now exits while the next problem sets up, and quiesce() (before any timing) waits for it."""
+    import time
+
+    from kernelbench.evaluation.parent.session import reference_key
+
+    problem = one_problem(tmp_path, problem_source())
+    job = EvalJob(problem, HONEST, settings(True))
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    try:
+        session.prime("torch")
+        ref, _ = session.reference_for(job, probe_seed=1)
+        assert session.reference_key == reference_key(job)
+        real_close = ref.close
+
+        def slow_close(timeout: float = 5.0) -> None:  # the real close, after a second's teardown
+            time.sleep(1.0)
+            real_close(timeout)
+
+        ref.close = slow_close
+        t0 = time.monotonic()
+        session.drop_reference()
+        assert time.monotonic() - t0 < 0.5, "drop_reference waited for the old reference to exit"
+        assert ref.alive()
+        t0 = time.monotonic()
+        session.quiesce()
+        assert time.monotonic() - t0 > 0.5, "quiesce did not wait for the old reference's exit"
+        assert not ref.alive()
+    finally:
+        session.close()
+
+
+def test_a_worker_freezes_what_it_imported_before_any_candidate_code_and_nothing_the_candidate_makes(tmp_path):
+    """Between correctness trials a worker frees its outputs' reference cycles with a full collection, which cost
+    0.15-0.2 s with torch and the profiler's modules to scan (session 20: every Release of a model with large weights).
+    The worker process freezes what exists after its start and its Init, all trusted, so a collection scans only what
+    came later; the candidate's own objects are never frozen."""
+    import json
+
+    report, calls = tmp_path / "gc.json", tmp_path / "calls.txt"
+    candidate = (f"import gc, json\njson.dump({{'frozen': gc.get_freeze_count()}}, open(r'{report}', 'w'))\n" + HONEST)
+    candidate = candidate.replace("        return torch.relu(x)\n",
+                                  f"        import gc\n        open(r'{calls}', 'a').write(f'{{gc.get_freeze_count()}}\\n')\n"
+                                  "        return torch.relu(x)\n")
+    results, _ = evaluate(tmp_path, problem_source(), [candidate], overlap=True)
+    assert results[0].correct, results[0].error
+    at_import = json.loads(report.read_text())["frozen"]
+    assert at_import > 10_000, "the worker's start-up objects were not frozen"
+    in_forward = {int(line) for line in calls.read_text().split()}
+    # (freed frozen objects leave the count; a freeze after the candidate's code ran would add its objects to it)
+    assert in_forward and max(in_forward) <= at_import, "objects made after the candidate's code ran were frozen"

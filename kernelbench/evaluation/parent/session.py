@@ -9,6 +9,7 @@ session also holds the CPU core its timed processes are pinned to.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.cpu_affinity import CoreReservation, gpu_slots, pinning_enabled
+from kernelbench.evaluation.parent import workers
 from kernelbench.evaluation.parent.workers import Pending, Spare, confinement_for, receive, send, start_worker
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
@@ -36,10 +38,17 @@ def _taken(spare: Spare, role: str, device: str) -> WorkerProcess:
     t0 = time.monotonic()
     worker = spare.take()
     waited = time.monotonic() - t0
+    _observe(role, "waiting for a started worker", waited)
     if waited > SPARE_WAIT_LOG_S:
         log.info("%s: waited %.2f s for a %s worker (%s)", device, waited, role,
                  "its process had started; its CUDA context had not" if started else "its process was still starting")
     return worker
+
+
+def _observe(role: str, what: str, seconds: float) -> None:
+    observer = workers.call_observer
+    if observer is not None:
+        observer(role, what, seconds)
 
 
 def visible_devices() -> list[str]:
@@ -115,6 +124,12 @@ class DeviceSession:
         #: The candidate worker of the job under way, so that :meth:`abort` can stop it from another thread.
         self.in_flight: WorkerProcess | None = None
         self.aborted = False
+        # Whether spares may create CUDA contexts now (nothing timed), and the lock that makes "may, so begin" one step
+        # for the threads that start spares: once quiesce() holds it, no Init begins until allow_gpu_init().
+        self._gate = threading.RLock()
+        self._gpu_quiet = True
+        #: Last problems' references exiting in the background (their CUDA contexts' teardown); over before a timing.
+        self._closing: list[threading.Thread] = []
 
     @property
     def isolation(self) -> str:
@@ -130,7 +145,17 @@ class DeviceSession:
     def _spawn(self, role: str, backend: str | None) -> Spare:
         env = self.reference_env if role == "reference" else None
         conf = self.confinement if role == "candidate" else None
-        return Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
+        spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
+        spare.future.add_done_callback(lambda _: self._started(spare))
+        return spare
+
+    def _started(self, spare: Spare) -> None:
+        """A spare's process has started: it creates its CUDA context now unless a timing is under way (then at the
+        next :meth:`allow_gpu_init`). Waiting for the next job to begin had left half of a level's new problems
+        waiting 0.1-1.5 s for their reference's context (session 20, H200)."""
+        with self._gate:
+            if self._gpu_quiet:
+                spare.begin_init()
 
     def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
         # A backend's worker environment (the Triton interpreter on the CPU) is set when the worker
@@ -162,13 +187,23 @@ class DeviceSession:
 
     def allow_gpu_init(self) -> None:
         """Nothing is being timed now: spares that have started may create their CUDA contexts."""
-        for sp in self._all_spares():
-            sp.begin_init()
+        with self._gate:
+            self._gpu_quiet = True
+            for sp in self._all_spares():
+                sp.begin_init()
 
     def quiesce(self) -> None:
-        """About to time: every CUDA context creation under way must be over first."""
+        """About to time: every CUDA context creation under way, and every last reference's exit, must be over first."""
+        with self._gate:
+            self._gpu_quiet = False
         for sp in self._all_spares():
             sp.finish_init()
+        self._closed_references()
+
+    def _closed_references(self) -> None:
+        closing, self._closing = self._closing, []
+        for t in closing:
+            t.join()
 
     def candidate_worker(self, backend: str) -> WorkerProcess:
         lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
@@ -212,10 +247,17 @@ class DeviceSession:
 
     def drop_reference(self) -> None:
         if self.reference is not None:
+            t0 = time.monotonic()
             if self.reference_key is None:  # its setup was never read: busy or broken, it cannot exit politely
                 self.reference.kill()
             else:
-                self.reference.close()
+                # It exits (its CUDA context torn down, 0.2-0.5 s on the H200) while the next problem's reference sets up
+                # and its candidate loads; the next timing waits for it (quiesce).
+                self._closing = [t for t in self._closing if t.is_alive()]
+                closing = threading.Thread(target=self.reference.close, name=f"close-{self.device}", daemon=True)
+                closing.start()
+                self._closing.append(closing)
+            _observe("reference", "closing the last problem's reference", time.monotonic() - t0)
         self.reference, self.reference_key = None, None
 
     def abort(self) -> None:
@@ -231,7 +273,10 @@ class DeviceSession:
                 sp.future.result().kill()
 
     def close(self) -> None:
+        with self._gate:
+            self._gpu_quiet = False  # no spare begins an Init from here on
         self.drop_reference()
+        self._closed_references()
         for sp in self._all_spares():
             if self.aborted:
                 sp.future.cancel()

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT_S = 180.0
 R = TypeVar("R", bound=protocol.Reply)
+
+#: Called with ``(role, what, seconds)`` for every answered command when set (``scripts/bench_evaluator.py
+#: --call-times``): where a job's stages spend their time, command by command, on the GPU machine.
+call_observer: Callable[[str, str, float], None] | None = None
 
 
 class WorkerFailed(Exception):
@@ -108,6 +113,9 @@ def receive(pending: Pending) -> tuple[R, list]:
     if mem and log.isEnabledFor(logging.DEBUG):
         log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
                   mem[0] / 2**30, mem[1] / 2**30)
+    observer = call_observer
+    if observer is not None:
+        observer(worker.role, what, time.monotonic() - (pending.deadline - pending.timeout))
     if isinstance(reply, protocol.ErrorReply):
         raise WorkerFailed(reply)
     return reply, out_blobs
@@ -271,26 +279,32 @@ class Spare:
         self.worker: WorkerProcess | None = None
         self.init_sent: float | None = None
         self.ready = False
+        # begin_init may come from the thread that started the process (DeviceSession: as soon as it has started,
+        # when nothing is timed) while the job's thread takes or finishes it: one Init, sent once.
+        self._lock = threading.Lock()
 
     def begin_init(self) -> None:
-        if self.ready or self.init_sent is not None or not self.future.done():
-            return
-        try:
-            self.worker = self.future.result()
-            self.init_sent = send_init(self.worker)
-        except Exception:
-            self.ready = True  # a broken spare; take() re-raises its error
+        with self._lock:
+            if self.ready or self.init_sent is not None or not self.future.done():
+                return
+            try:
+                self.worker = self.future.result()
+                self.init_sent = send_init(self.worker)
+            except Exception:
+                self.ready = True  # a broken spare; take() re-raises its error
 
     def finish_init(self) -> None:
-        if self.init_sent is not None and not self.ready:
-            self.ready = True
-            finish_init(self.worker, self.init_sent)
+        with self._lock:
+            if self.init_sent is not None and not self.ready:
+                self.ready = True
+                finish_init(self.worker, self.init_sent)
 
     def take(self) -> WorkerProcess:
         worker = self.future.result()
-        if self.init_sent is None:
-            self.worker = worker
-            self.init_sent = send_init(worker)
+        with self._lock:
+            if self.init_sent is None:
+                self.worker = worker
+                self.init_sent = send_init(worker)
         self.finish_init()
         return worker
 
