@@ -293,3 +293,24 @@ def test_a_worker_freezes_what_it_imported_before_any_candidate_code_and_nothing
     in_forward = {int(line) for line in calls.read_text().split()}
     # (freed frozen objects leave the count; a freeze after the candidate's code ran would add its objects to it)
     assert in_forward and max(in_forward) <= at_import, "objects made after the candidate's code ran were frozen"
+
+
+def test_only_the_spares_first_in_line_create_their_contexts_ahead_and_the_next_one_follows_a_take():
+    """Six processes per kind start ahead on a GPU, only four of them hold a CUDA context (GPU memory): here two
+    spares per kind with one context each, on the CPU (where Init is the same command)."""
+    import time
+
+    session = DeviceSession("cpu", spares=2, sandbox="off", initialised=1)
+    try:
+        session.prime("torch")
+        spares = session._all_spares()
+        _started(spares)
+        time.sleep(0.2)
+        assert [sp.init_sent is not None for sp in spares] == [True, False, True, False]
+        worker = session.candidate_worker("torch")
+        time.sleep(0.2)  # the next candidate spare is first in line now
+        assert session._all_spares()[0].init_sent is not None
+        assert session._all_spares()[1].init_sent is None  # the one just started behind it
+        worker.close()
+    finally:
+        session.close()

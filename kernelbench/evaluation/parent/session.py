@@ -28,6 +28,12 @@ from kernelbench.results import Stage
 log = logging.getLogger(__name__)
 
 
+#: Spares started ahead per kind on a GPU, and how many of them hold a CUDA context. Session 20 (two H200s, official
+#: levels 1-3): once a job's load and releases had got fast, jobs waited 0.3-0.6 s on average for a started worker
+#: with four of each kind (a start takes 8-11 s there, a job 2-3 s); six processes per kind start more at once while
+#: the GPU memory held by contexts stays that of four.
+GPU_SPARES = 6
+GPU_SPARES_WITH_CONTEXT = 4
 #: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
 SPARE_WAIT_LOG_S = 0.3
 
@@ -90,7 +96,7 @@ class DeviceSession:
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
                  reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
-                 pin_cpus: bool | None = None):
+                 pin_cpus: bool | None = None, initialised: int | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -103,7 +109,10 @@ class DeviceSession:
         # a reference worker: four of each kind keep a started one waiting. Both kinds start at once: with one
         # thread per spare and one more, a sweep of new problems no longer queues one kind's starts behind the
         # other's (session 19: 25-30% of level 1-2 jobs waited for a candidate worker, with five threads for both).
-        self.depth = spares if spares is not None else (4 if self.is_cuda else 1)
+        self.depth = spares if spares is not None else (GPU_SPARES if self.is_cuda else 1)
+        #: Of each kind's spares, how many (the first in line) create their CUDA context ahead of need: a context holds
+        #: GPU memory (about half a GiB, more with the libraries Init warms), the processes behind them only host memory.
+        self.init_depth = min(self.depth, initialised if initialised is not None else GPU_SPARES_WITH_CONTEXT)
         self._pool = ThreadPoolExecutor(max_workers=2 * self.depth + 1, thread_name_prefix=f"spawn-{device}")
         self._spare_candidates: dict[str | None, list[Spare]] = {}
         self._spare_references: list[Spare] = []
@@ -154,8 +163,19 @@ class DeviceSession:
         next :meth:`allow_gpu_init`). Waiting for the next job to begin had left half of a level's new problems
         waiting 0.1-1.5 s for their reference's context (session 20, H200)."""
         with self._gate:
-            if self._gpu_quiet:
+            if self._gpu_quiet and any(sp is spare for sp in self._due()):
                 spare.begin_init()
+
+    def _due(self) -> list[Spare]:
+        """The spares first in line of each kind: those that create their CUDA contexts ahead of need."""
+        lists = [*self._spare_candidates.values(), self._spare_references]
+        return [sp for lst in lists for sp in lst[:self.init_depth]]
+
+    def _begin_due(self) -> None:
+        with self._gate:
+            if self._gpu_quiet:
+                for sp in self._due():
+                    sp.begin_init()
 
     def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
         # A backend's worker environment (the Triton interpreter on the CPU) is set when the worker
@@ -183,14 +203,14 @@ class DeviceSession:
         worker = _taken(spare, "reference", self.device)
         if replace:
             self._top_up_references()
+        self._begin_due()  # the spare next in line, if it has started
         return worker
 
     def allow_gpu_init(self) -> None:
         """Nothing is being timed now: spares that have started may create their CUDA contexts."""
         with self._gate:
             self._gpu_quiet = True
-            for sp in self._all_spares():
-                sp.begin_init()
+        self._begin_due()
 
     def quiesce(self) -> None:
         """About to time: every CUDA context creation under way, and every last reference's exit, must be over first."""
@@ -210,6 +230,7 @@ class DeviceSession:
         spare = lst.pop(0) if lst else self._spawn("candidate", backend)
         worker = _taken(spare, "candidate", self.device)
         self.prime(backend)
+        self._begin_due()
         return worker
 
     def has_reference(self, job: EvalJob) -> bool:
