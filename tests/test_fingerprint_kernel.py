@@ -521,3 +521,52 @@ def test_a_launch_path_function_s_defaults_are_watched():
             fn.__defaults__ = before
         assert b.changed() == []
     """)
+
+
+def test_a_triton_candidate_s_worker_retakes_the_baseline_after_our_launch_recorder_wraps_the_launch():
+    """Session 20 on the H200: with the fused path on, every Triton candidate's timed call failed FusedTampered. The
+    launch recorder (ours, installed at Load for backends whose launches are recorded) wraps ``JITFunction.run``,
+    which the watch follows, after Init had taken the baseline. The worker takes it again at Load, after the wrapping
+    and before the candidate's code; a Triton candidate's own launches then change nothing the watch sees. (In the
+    interpreter the kernel is not a JITFunction, so the CPU cannot show the false finding itself; the GPU test
+    ``test_honest_candidates_pass_end_to_end_with_the_fused_path_on`` does.)"""
+    run_child(f'''
+from kernelbench.evaluation import protocol
+from kernelbench.evaluation.seeds import INIT_SEED
+from kernelbench.evaluation.worker.process import Worker
+from kernelbench.evaluation.worker.timing import worker_changes
+from kernelbench.evaluation import compile_cache
+from kernelbench.problems import load_builtin
+from kernelbench.problems.model import at_reduced_sizes
+w = Worker("candidate", "cpu")
+w.cmd_init(protocol.Init(), [])
+# What Init does on a GPU (on the CPU the fused path starts only when forced, in the interpreter):
+assert w.fingerprinter.enable_fused(torch.device("cpu"), force=True)
+w.fused_baseline = fk.Baseline.take()
+w.bound_at_start["fused_baseline"] = id(w.fused_baseline)
+at_init = w.fused_baseline
+problem = [p for p in at_reduced_sizes(load_builtin()) if p.level == 1 and p.name == "8_ReLU"][0]
+source = open(r"{ROOT}/kernelbench/solutions/triton/level1/8_ReLU.py").read()
+reply, _ = w.cmd_load(protocol.Load(problem_code=problem.code, source=source, backend="triton", record_launches=True,
+                                    precision="fp32", init_seed=INIT_SEED, eval_mode=False, cache_namespace=None,
+                                    cache_scope=compile_cache.source_scope(source), ieee_fp32=True), [])
+assert type(reply).__name__ == "LoadReply", reply
+assert w.fused_baseline is not at_init, "the baseline was not taken again after the recorder's wrapping"
+x = w._make_inputs(5)
+with torch.no_grad():
+    out = w.model(*x)  # the candidate's own Triton launch, through the recorder's wrapper
+assert fk.Baseline.changed(w.fused_baseline) == [], fk.Baseline.changed(w.fused_baseline)
+assert worker_changes(w) == []
+''')
+
+
+def test_a_long_string_s_entry_sees_a_change_past_its_first_characters():
+    """A compiled kernel's PTX and cubin (hundreds of KB) are among the watched values; their entry was the first 200
+    characters of their repr, built whole at every check (slow, and blind to a change further on)."""
+    from kernelbench.evaluation import fingerprint_kernel as fk
+
+    a, b = "a" * 1000 + "b", "a" * 1000 + "c"
+    assert fk._held(a) != fk._held(b)
+    assert fk._held(a.encode()) != fk._held(b.encode())
+    assert fk._held(a) == fk._held("a" * 1000 + "b")
+    assert fk._held("short") == fk._held("short") != fk._held("shorT")

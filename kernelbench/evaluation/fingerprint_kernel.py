@@ -291,6 +291,15 @@ def _put(out: dict[str, tuple], path: str, value: tuple, reader: Callable[[], tu
         _recording.append((path, value, reader))
 
 
+def _value(obj: Any) -> tuple:
+    """An entry for an immutable value. A long string or bytes (a compiled kernel's PTX, its cubin: hundreds of KB) is
+    its length and hash, which Python keeps with the object: its repr, built whole at every timed call's check and cut
+    to 200 characters, was slow and blind to a change past them."""
+    if isinstance(obj, (str, bytes)) and len(obj) > 200:
+        return ("value", type(obj).__name__, len(obj), hash(obj))
+    return ("value", repr(obj)[:200])
+
+
 def _held(obj: Any) -> tuple:
     """An entry for what a container or an object's attribute holds (``_id`` pins it while a baseline is taken).
 
@@ -298,7 +307,7 @@ def _held(obj: Any) -> tuple:
     subclass whose ``__getattribute__`` runs at ``knobs.runtime``) while the object, its ``__dict__`` and the old
     class's methods stay as they were."""
     if isinstance(obj, _IMMUTABLE):
-        return ("value", repr(obj)[:200])
+        return _value(obj)
     size = len(obj) if isinstance(obj, (dict, list, tuple)) else None  # an entry added under a truncated key shows
     return ("id", _id(obj), _id(getattr(obj, "__code__", None)), size, _id(type(obj)), _defaults(obj))
 
@@ -429,7 +438,7 @@ def _name_entry(obj: Any) -> tuple:
     if obj is _MISSING:
         return _MISSING
     if isinstance(obj, _IMMUTABLE):
-        return ("value", repr(obj)[:200])
+        return _value(obj)
     return ("id", _id(obj), _id(getattr(obj, "__code__", None)), _id(type(obj)),  # (a swapped class: _held)
             _defaults(obj))
 

@@ -367,6 +367,14 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self._count_interpreter_launches()
         if self.role == "candidate" and cmd.record_launches:
             self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
+        if self.fused_baseline is not None and self.role == "candidate" and cmd.record_launches:
+            # The recorder wraps JITFunction.run, which the fused fingerprint's watch follows: against the baseline
+            # Init took, every Triton candidate's timed call failed FusedTampered (session 20, H200). Taken again now,
+            # after our own wrapping and before any candidate code.
+            from kernelbench.evaluation import fingerprint_kernel
+
+            self.fused_baseline = fingerprint_kernel.Baseline.take()
+            self.bound_at_start["fused_baseline"] = id(self.fused_baseline)
         self.snapshot = rt.PatchSnapshot.take()
         self.threads_before = _active_count()
         t0 = _perf_counter()
