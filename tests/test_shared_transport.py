@@ -292,7 +292,7 @@ def test_the_parent_passes_on_only_the_one_descriptor_a_shared_buffer_needs(tmp_
 
 #: A candidate whose worker answers ``Release`` with an error (its code found the worker object and patched it).
 RELEASE_REFUSER = '''
-import gc
+import sys
 
 import torch
 import torch.nn as nn
@@ -307,9 +307,15 @@ def _refuse(cmd, blobs):
     raise RuntimeError("no release today")
 
 
-for _o in gc.get_objects():
+# The worker is found on the stack (its Load is importing this module): the objects a worker made before any
+# candidate code are frozen out of gc.get_objects()'s reach, but not out of its frames'.
+_f = sys._getframe()
+while _f is not None:
+    _o = _f.f_locals.get("self")
     if type(_o).__name__ == "Worker" and hasattr(_o, "cmd_release"):
         _o.cmd_release = _refuse
+        break
+    _f = _f.f_back
 '''
 
 
