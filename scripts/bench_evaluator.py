@@ -27,6 +27,7 @@ import logging
 import re
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,10 +171,20 @@ def main() -> int:
     done_at = [t_start]
     # Every answered worker command (and wait for a started worker) since the last result: one device evaluates one
     # job at a time, so these are the job's, in order (the row's "calls": where its stages spent their time).
+    # (Spares' process starts and Inits are recorded too, from the threads that start them: under a lock.)
     calls: list[list] = []
-    workers.call_observer = lambda role, what, s: calls.append([role, what, round(s, 4)])
+    calls_lock = threading.Lock()
+
+    def observe(role: str, what: str, seconds: float) -> None:
+        with calls_lock:
+            calls.append([role, what, round(seconds, 4)])
+
+    workers.call_observer = observe
 
     def on_result(i: int, res) -> None:
+        with calls_lock:
+            taken = calls[:]
+            calls.clear()
         now = time.perf_counter()
         wall = now - done_at[0]
         done_at[0] = now
@@ -195,9 +206,8 @@ def main() -> int:
             "findings": [f"{f.severity}:{f.rule}" for f in res.guard_findings if f.severity != "info"],
             "warmup_calls": [res.runtime.warmup_calls if res.runtime else None,
                              res.ref_runtime.warmup_calls if res.ref_runtime else None],
-            "calls": calls[:],
+            "calls": taken,
         })
-        calls.clear()
         r = rows[-1]
         if args.out:  # written after every result, so a run cut short keeps what it measured
             Path(args.out).write_text(json.dumps({"partial": True, "earlier_s": earlier_s, "new_from": new_from,

@@ -49,6 +49,23 @@ def test_the_script_runs_on_the_cpu_and_prints_the_summary(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "=== issue 23: intervals, flags, GPU time ===" in out.stdout
     assert "level 1: 1/1 correct (0 infrastructure failures)" in out.stdout
+    # Where the job's time went, command by command (session 20): every command the parent waited for, in order.
+    data = json.loads((tmp_path / "b.json").read_text())
+    whats = [what for _, what, _ in data["rows"][0]["calls"]]
+    for expected in ("reference setup", "candidate import and compilation", "correctness trial 1",
+                     "comparison of trial 1", "waiting for a started worker"):
+        assert expected in whats, whats
+    assert all(isinstance(s, float) and s >= 0 for _, _, s in data["rows"][0]["calls"])
+    assert data["command_means_s"]["candidate: correctness trial N"] > 0
+    assert "by worker command" in out.stdout and "reference: reference setup" in out.stdout
+
+
+def test_command_totals_merge_trial_numbers_and_sort_largest_first():
+    bench = load_script("bench_evaluator")
+    rows = [{"calls": [["reference", "comparison of trial 1", 0.5], ["reference", "comparison of trial 2", 0.25],
+                       ["candidate", "release", 1.0]]}, {"calls": [["candidate", "release", 0.5]]}, {}]
+    assert list(bench.command_totals(rows).items()) == [("candidate: release", 1.5),
+                                                         ("reference: comparison of trial N", 0.75)]
 
 
 def test_resume_keeps_an_earlier_run_s_results_and_evaluates_only_the_rest(tmp_path):

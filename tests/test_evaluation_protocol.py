@@ -37,7 +37,7 @@ EXAMPLES: list[p.Command | p.Reply] = [
     p.ErrorReply(where="load", type="ImportError", message="no module named x", traceback="Traceback ...",
                  builds=[{"name": "ext", "failed": True, "error": "nvcc"}]),
     p.DoneReply(),
-    p.InitReply(env={"device": "cpu", "torch": "2.13"}, preloaded=["torch._dynamo"]),
+    p.InitReply(env={"device": "cpu", "torch": "2.13"}, preloaded=["torch._dynamo"], init_s=0.25),
     p.SetupReply(stochastic=True, nondeterministic=False, compile_s=1.5, compile_cache={"fxgraph_cache_hit": 1}),
     p.LoadReply(import_s=0.25, builds=[], threads_started=0, findings=[{"rule": "r", "severity": "warning"}]),
     p.ExportReply(tree={"t": "tuple", "items": []}, outputs=[], inputs=[], threads_started=None),

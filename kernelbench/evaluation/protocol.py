@@ -251,6 +251,9 @@ class InitReply(Reply):
     env: dict
     #: Modules a reference worker imported at start (baselines preload torch.compile's).
     preloaded: list[str]
+    #: Seconds the worker spent on this Init (its CUDA context, the libraries' warm-up): what a timing waits for when
+    #: a spare's Init is under way as it begins (``spare_wait``).
+    init_s: float
 
 
 @dataclass(frozen=True)

@@ -228,8 +228,12 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     """
     if confinement is not None and role == "reference":
         raise ValueError("the reference worker runs trusted code only and is never confined")
+    t0 = time.monotonic()
     w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
     _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
+    observer = call_observer
+    if observer is not None:
+        observer(role, "process start (in the background)", time.monotonic() - t0)
     _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         finish_init(w, send_init(w))
@@ -264,6 +268,9 @@ def finish_init(w: WorkerProcess, sent_at: float) -> None:
     reply = _startup_reply(w, protocol.InitReply, remaining, "initialise")
     w.info = reply.env or {}
     w.preloaded = list(reply.preloaded or [])
+    observer = call_observer
+    if observer is not None and isinstance(reply.init_s, (int, float)):
+        observer(w.role, "Init in the worker (context, warm-up; mostly beside other work)", float(reply.init_s))
 
 
 class Spare:

@@ -152,6 +152,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         """Create the CUDA context. Separate from process start so the parent can keep spare workers
         importing torch at any time but touching the GPU only when nothing is being timed."""
         torch = self.torch
+        t0 = _perf_counter()
         if self.is_cuda and self.role != "compile" and not self.initialized:
             torch.cuda.set_device(self.device)
             torch.cuda.init()
@@ -193,7 +194,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         if self.is_cuda and self.role in ("candidate", "reference") and not self.initialized:
             self._warm_libraries()
         self.initialized = True
-        return protocol.InitReply(env=self.environment(), preloaded=self.preloaded), []
+        env = self.environment()
+        return protocol.InitReply(env=env, preloaded=self.preloaded, init_s=_perf_counter() - t0), []
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
