@@ -314,3 +314,14 @@ def test_only_the_spares_first_in_line_create_their_contexts_ahead_and_the_next_
         worker.close()
     finally:
         session.close()
+
+
+def test_the_number_of_spares_on_a_gpu_is_four_unless_kb_spares_says_otherwise():
+    from kernelbench.evaluation.parent.session import GPU_SPARES, spares_default
+
+    assert spares_default({}) == GPU_SPARES == 4
+    assert spares_default({"KB_SPARES": " 6 "}) == 6
+    assert spares_default({"KB_SPARES": "0"}) == 0
+    for bad in ("six", "-1", "2.5"):
+        with pytest.raises(ValueError, match="KB_SPARES"):
+            spares_default({"KB_SPARES": bad})

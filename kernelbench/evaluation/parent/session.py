@@ -9,6 +9,7 @@ session also holds the CPU core its timed processes are pinned to.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -28,12 +29,28 @@ from kernelbench.results import Stage
 log = logging.getLogger(__name__)
 
 
-#: Spares started ahead per kind on a GPU, and how many of them hold a CUDA context. Session 20 (two H200s, official
-#: levels 1-3): once a job's load and releases had got fast, jobs waited 0.3-0.6 s on average for a started worker
-#: with four of each kind (a start takes 8-11 s there, a job 2-3 s); six processes per kind start more at once while
-#: the GPU memory held by contexts stays that of four.
-GPU_SPARES = 6
+#: Spares started ahead per kind on a GPU, and how many of them (the first in line) hold a CUDA context. Session 20
+#: (two H200s, official levels 1-3): once a job's load and releases had got fast, jobs waited 0.3-0.6 s on average for
+#: a started worker with four of each kind (a start takes 8-11 s there, a job 2-3 s). More processes starting at once
+#: would supply more, with the GPU memory of four contexts, at the cost of host memory and CPUs (a Modal container has
+#: 8 CPUs and 32 GiB): unmeasured, so the default stays four and ``KB_SPARES`` sets another number.
+GPU_SPARES = 4
 GPU_SPARES_WITH_CONTEXT = 4
+SPARES_ENV = "KB_SPARES"
+
+
+def spares_default(env: Mapping[str, str] | None = None) -> int:
+    """Spares per kind on a GPU: ``KB_SPARES`` when set (a whole number >= 0), else :data:`GPU_SPARES`."""
+    raw = (os.environ if env is None else env).get(SPARES_ENV, "").strip()
+    if not raw:
+        return GPU_SPARES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SPARES_ENV} must be a whole number of spare workers per kind, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{SPARES_ENV} must be >= 0, got {value}")
+    return value
 #: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
 SPARE_WAIT_LOG_S = 0.3
 
@@ -109,7 +126,7 @@ class DeviceSession:
         # a reference worker: four of each kind keep a started one waiting. Both kinds start at once: with one
         # thread per spare and one more, a sweep of new problems no longer queues one kind's starts behind the
         # other's (session 19: 25-30% of level 1-2 jobs waited for a candidate worker, with five threads for both).
-        self.depth = spares if spares is not None else (GPU_SPARES if self.is_cuda else 1)
+        self.depth = spares if spares is not None else (spares_default() if self.is_cuda else 1)
         #: Of each kind's spares, how many (the first in line) create their CUDA context ahead of need: a context holds
         #: GPU memory (about half a GiB, more with the libraries Init warms), the processes behind them only host memory.
         self.init_depth = min(self.depth, initialised if initialised is not None else GPU_SPARES_WITH_CONTEXT)
