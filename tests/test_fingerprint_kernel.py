@@ -570,3 +570,26 @@ def test_a_long_string_s_entry_sees_a_change_past_its_first_characters():
     assert fk._held(a.encode()) != fk._held(b.encode())
     assert fk._held(a) == fk._held("a" * 1000 + "b")
     assert fk._held("short") == fk._held("short") != fk._held("shorT")
+
+
+def test_a_value_of_a_subclass_enters_the_watch_by_identity_without_running_its_methods():
+    from kernelbench.evaluation import fingerprint_kernel as fk
+
+    ran = []
+
+    class Loud(str):
+        def __repr__(self):
+            ran.append("repr")
+            return "quiet"
+
+        def __len__(self):
+            ran.append("len")
+            return 0
+
+        def __hash__(self):
+            ran.append("hash")
+            return 0
+
+    a, b = Loud("x" * 300), Loud("x" * 300)
+    assert fk._held(a) != fk._held(b) and fk._held(a) == fk._held(a)
+    assert ran == []

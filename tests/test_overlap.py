@@ -325,3 +325,37 @@ def test_the_number_of_spares_on_a_gpu_is_four_unless_kb_spares_says_otherwise()
     for bad in ("six", "-1", "2.5"):
         with pytest.raises(ValueError, match="KB_SPARES"):
             spares_default({"KB_SPARES": bad})
+
+
+def test_a_spare_whose_init_failed_is_never_handed_out_and_a_timing_goes_on_without_it():
+    """Review finding (session 20): a spare whose Init failed (out of memory beside another job, say) stayed first in
+    line and the next take() returned its dead worker: the candidate given it crashed without running. Now quiesce()
+    drops it, and a take tries the next spare (or a fresh start)."""
+    import time
+
+    session = DeviceSession("cpu", spares=2, sandbox="off")
+    try:
+        session.quiesce()  # as if timing: the spares start but send no Init yet
+        session.prime("torch")
+        spares = session._all_spares()
+        _started(spares)
+        time.sleep(0.2)
+        first_candidate, first_reference = spares[0], spares[2]
+        for sp in (first_candidate, first_reference):  # their processes die before their Init
+            assert sp.init_sent is None
+            sp.future.result().proc.kill()
+            sp.future.result().proc.wait()
+        session.allow_gpu_init()  # Init goes to every spare: two of them cannot answer
+        # A candidate's take: the dead one is skipped for the next in line.
+        worker = session.candidate_worker("torch")
+        assert worker is not first_candidate.future.result() and worker.alive()
+        worker.close()
+        # Before a timing: the dead reference spare is dropped, not an error of the job being timed.
+        session.quiesce()
+        assert all(sp is not first_reference for sp in session._all_spares())
+        session.allow_gpu_init()
+        ref = session.take_reference()
+        assert ref.alive()
+        ref.close()
+    finally:
+        session.close()

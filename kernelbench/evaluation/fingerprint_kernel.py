@@ -295,8 +295,11 @@ def _value(obj: Any) -> tuple:
     """An entry for an immutable value. A long string or bytes (a compiled kernel's PTX, its cubin: hundreds of KB) is
     its length and hash, which Python keeps with the object: its repr, built whole at every timed call's check and cut
     to 200 characters, was slow and blind to a change past them."""
-    if isinstance(obj, (str, bytes)) and len(obj) > 200:
-        return ("value", type(obj).__name__, len(obj), hash(obj))
+    kind = type(obj)
+    if kind not in _IMMUTABLE:  # a subclass of str, int...: its repr, len or hash could be candidate code
+        return ("id", _id(obj), _id(kind))
+    if kind in (str, bytes) and kind.__len__(obj) > 200:
+        return ("value", kind.__name__, kind.__len__(obj), kind.__hash__(obj))
     return ("value", repr(obj)[:200])
 
 

@@ -128,6 +128,7 @@ class WorkerProcess:
     def __init__(self, role: str, device: str, env: Mapping[str, str], cwd: str | None = None,
                  confinement: Confinement | None = None):
         self.role = role
+        self._kill_lock = threading.Lock()
         self.device = device
         self.confinement = confinement
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -294,7 +295,12 @@ class WorkerProcess:
         return "\n".join(parts)
 
     def kill(self) -> None:
-        """Kill the worker and anything it started."""
+        """Kill the worker and anything it started (once at a time: a reference exiting in the background can be
+        killed by an abort meanwhile)."""
+        with self._kill_lock:
+            self._kill()
+
+    def _kill(self) -> None:
         if self.share_probe is not None:  # a probe never read (the load failed): its descriptor goes too
             self.share_probe[2].close_fds()
             self.share_probe = None

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -51,6 +51,8 @@ def spares_default(env: Mapping[str, str] | None = None) -> int:
     if value < 0:
         raise ValueError(f"{SPARES_ENV} must be >= 0, got {value}")
     return value
+#: Spares tried in turn when one's start or Init failed, before the job fails on our side.
+TAKE_ATTEMPTS = 3
 #: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
 SPARE_WAIT_LOG_S = 0.3
 
@@ -200,8 +202,28 @@ class DeviceSession:
         return tuple(sorted(get_backend(backend).worker_env(on_gpu=self.is_cuda).items())) or None
 
     def _all_spares(self) -> list[Spare]:
-        out = [sp for lst in self._spare_candidates.values() for sp in lst]
+        # (list() of the dict's values in one step: abort() calls this from another thread)
+        out = [sp for lst in list(self._spare_candidates.values()) for sp in list(lst)]
         return out + list(self._spare_references)
+
+    def _forget(self, spare: Spare) -> None:
+        for lst in [*self._spare_candidates.values(), self._spare_references]:
+            if any(sp is spare for sp in lst):
+                lst[:] = [sp for sp in lst if sp is not spare]
+
+    def _take(self, pop: Callable[[], Spare], role: str) -> WorkerProcess:
+        """A started spare's worker, the next one's (or a fresh start's) when its start or Init failed: a worker lost
+        to us (its Init out of memory beside another job, say) is never handed to a candidate or a problem."""
+        for attempt in range(TAKE_ATTEMPTS):
+            spare = pop()
+            try:
+                return _taken(spare, role, self.device)
+            except Exception as e:
+                spare.discard()  # (what is left of it: its files, its channel)
+                if attempt == TAKE_ATTEMPTS - 1:
+                    raise
+                log.warning("%s: a spare %s worker could not be used (%s); taking another", self.device, role, e)
+        raise AssertionError("unreachable")
 
     def prime(self, backend: str) -> None:
         lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
@@ -216,8 +238,8 @@ class DeviceSession:
 
     def take_reference(self, replace: bool = True) -> WorkerProcess:
         """A started, initialised reference worker (trusted code only); with ``replace``, another on its way."""
-        spare = self._spare_references.pop(0) if self._spare_references else self._spawn("reference", None)
-        worker = _taken(spare, "reference", self.device)
+        worker = self._take(lambda: self._spare_references.pop(0) if self._spare_references
+                            else self._spawn("reference", None), "reference")
         if replace:
             self._top_up_references()
         self._begin_due()  # the spare next in line, if it has started
@@ -234,7 +256,14 @@ class DeviceSession:
         with self._gate:
             self._gpu_quiet = False
         for sp in self._all_spares():
-            sp.finish_init()
+            try:
+                sp.finish_init()
+            except Exception:
+                pass  # (kept in sp.error)
+            if sp.error is not None:  # out of line, its worker killed: the timing goes on (not the job's failure)
+                log.warning("%s: a spare worker's Init failed (%s); it is dropped", self.device, sp.error)
+                self._forget(sp)
+                sp.discard()
         self._closed_references()
 
     def _closed_references(self) -> None:
@@ -244,8 +273,7 @@ class DeviceSession:
 
     def candidate_worker(self, backend: str) -> WorkerProcess:
         lst = self._spare_candidates.setdefault(self._backend_env_key(backend), [])
-        spare = lst.pop(0) if lst else self._spawn("candidate", backend)
-        worker = _taken(spare, "candidate", self.device)
+        worker = self._take(lambda: lst.pop(0) if lst else self._spawn("candidate", backend), "candidate")
         self.prime(backend)
         self._begin_due()
         return worker
@@ -302,6 +330,7 @@ class DeviceSession:
         """Stop the job under way now (Ctrl-C): kill its candidate and the reference worker, and every
         spare already started. Called from another thread; whatever the job then reports is discarded."""
         self.aborted = True
+        self._gpu_quiet = False  # no spare begins an Init from here on (no lock taken: abort never waits)
         for w in (self.in_flight, self.reference):
             if w is not None:
                 w.kill()

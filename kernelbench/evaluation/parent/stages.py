@@ -174,16 +174,18 @@ def timing(session: DeviceSession, job: EvalJob, v: Verdict, ref: WorkerProcess,
         v.timing_note = "not measured: no GPU (CPU path checks correctness only)"
     else:
         t0 = time.monotonic()
-        session.quiesce()
-        # Waiting for spare workers to finish creating their CUDA contexts, part of "timing".
-        v.stage_times["spare_wait"] = time.monotonic() - t0
         try:
-            with pinned(session.cores, session.slot, ref.main_pid, cand.main_pid):
-                time_candidate(job, v, ref, cand, secret)
-        except WorkerFailed as e:
-            v.fail_with(e.reply, stage_of(e.reply, Stage.TIMING))
-        v.stage_times["timing"] = time.monotonic() - t0
-        session.allow_gpu_init()
+            session.quiesce()
+            # Waiting for spare workers to finish creating their CUDA contexts, part of "timing".
+            v.stage_times["spare_wait"] = time.monotonic() - t0
+            try:
+                with pinned(session.cores, session.slot, ref.main_pid, cand.main_pid):
+                    time_candidate(job, v, ref, cand, secret)
+            except WorkerFailed as e:
+                v.fail_with(e.reply, stage_of(e.reply, Stage.TIMING))
+            v.stage_times["timing"] = time.monotonic() - t0
+        finally:  # a timeout or a dead worker too: spares may create their contexts again
+            session.allow_gpu_init()
         if v.error is not None:
             return False
     return True

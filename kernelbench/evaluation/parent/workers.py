@@ -286,6 +286,8 @@ class Spare:
         self.worker: WorkerProcess | None = None
         self.init_sent: float | None = None
         self.ready = False
+        #: Why its Init failed (its worker is then killed): take() raises it rather than hand out a dead worker.
+        self.error: Exception | None = None
         # begin_init may come from the thread that started the process (DeviceSession: as soon as it has started,
         # when nothing is timed) while the job's thread takes or finishes it: one Init, sent once.
         self._lock = threading.Lock()
@@ -297,22 +299,29 @@ class Spare:
             try:
                 self.worker = self.future.result()
                 self.init_sent = send_init(self.worker)
-            except Exception:
-                self.ready = True  # a broken spare; take() re-raises its error
+            except Exception as e:
+                self.ready, self.error = True, e  # a broken spare: take() raises this
 
     def finish_init(self) -> None:
         with self._lock:
             if self.init_sent is not None and not self.ready:
                 self.ready = True
-                finish_init(self.worker, self.init_sent)
+                try:
+                    finish_init(self.worker, self.init_sent)
+                except Exception as e:  # (the worker is killed by then)
+                    self.error = e
+                    raise
 
     def take(self) -> WorkerProcess:
+        """The worker, initialised; raises why not (its start or its Init failed) instead of handing out a dead one."""
         worker = self.future.result()
         with self._lock:
-            if self.init_sent is None:
+            if self.error is None and self.init_sent is None:
                 self.worker = worker
                 self.init_sent = send_init(worker)
         self.finish_init()
+        if self.error is not None:  # failed earlier, in a quiesce() or a begin_init
+            raise self.error
         return worker
 
     def discard(self) -> None:

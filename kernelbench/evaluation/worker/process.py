@@ -360,6 +360,17 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
         self.precision = cmd.precision
         self._set_fp32_math(bool(cmd.ieee_fp32))
+        if self.role == "candidate" and cmd.record_launches:
+            self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
+            if self.fused_baseline is not None:
+                # The recorder wraps JITFunction.run, which the fused fingerprint's watch follows: against the baseline
+                # Init took, every Triton candidate's timed call failed FusedTampered (session 20, H200). Taken again
+                # now, after our own wrapping and before the problem's code (a server's client may send it) or the
+                # candidate's.
+                from kernelbench.evaluation import fingerprint_kernel
+
+                self.fused_baseline = fingerprint_kernel.Baseline.take()
+                self.bound_at_start["fused_baseline"] = id(self.fused_baseline)
         self.problem = self.inputs.load_module(cmd.problem_code, "kb_problem", "<problem>")
         if self.role in ("candidate", "compile"):
             compile_cache.set_namespace(cmd.cache_namespace)
@@ -367,16 +378,6 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             compile_cache.install()
         if not self.is_cuda and cmd.record_launches:
             self._count_interpreter_launches()
-        if self.role == "candidate" and cmd.record_launches:
-            self.launch_recorder.install()  # ours: before the candidate, and before the patch snapshot
-        if self.fused_baseline is not None and self.role == "candidate" and cmd.record_launches:
-            # The recorder wraps JITFunction.run, which the fused fingerprint's watch follows: against the baseline
-            # Init took, every Triton candidate's timed call failed FusedTampered (session 20, H200). Taken again now,
-            # after our own wrapping and before any candidate code.
-            from kernelbench.evaluation import fingerprint_kernel
-
-            self.fused_baseline = fingerprint_kernel.Baseline.take()
-            self.bound_at_start["fused_baseline"] = id(self.fused_baseline)
         self.snapshot = rt.PatchSnapshot.take()
         self.threads_before = _active_count()
         t0 = _perf_counter()
