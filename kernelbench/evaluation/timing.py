@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernelbench.results import relative_standard_error_of_median
@@ -38,18 +39,24 @@ LAUNCH_CUSHION_US = 200
 LAUNCH_CUSHION_ENV = "KB_LAUNCH_CUSHION_US"
 
 
-def launch_cushion_us(env: dict | None = None) -> int:
-    """The cushion in microseconds: the override when set to a whole number >= 0, else the default."""
-    raw = (os.environ if env is None else env).get(LAUNCH_CUSHION_ENV)
+def whole_number_from_env(name: str, default: int, unit: str, env: Mapping[str, str] | None = None) -> int:
+    """``name``'s value when set to a whole number >= 0, else ``default``; a ValueError naming it and ``unit`` (the
+    evaluator's overrides for measuring a setting's effect: ``KB_LAUNCH_CUSHION_US``, ``KB_SPARES``)."""
+    raw = (os.environ if env is None else env).get(name)
     if raw is None or raw.strip() == "":
-        return LAUNCH_CUSHION_US
+        return default
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"{LAUNCH_CUSHION_ENV} must be a whole number of microseconds, got {raw!r}") from None
+        raise ValueError(f"{name} must be a whole number of {unit}, got {raw!r}") from None
     if value < 0:
-        raise ValueError(f"{LAUNCH_CUSHION_ENV} must be >= 0, got {value}")
+        raise ValueError(f"{name} must be >= 0, got {value}")
     return value
+
+
+def launch_cushion_us(env: Mapping[str, str] | None = None) -> int:
+    """The cushion in microseconds: the override when set to a whole number >= 0, else the default."""
+    return whole_number_from_env(LAUNCH_CUSHION_ENV, LAUNCH_CUSHION_US, "microseconds", env)
 
 
 def cushion_cycles(cushion_us: int, calibration_cycles: int, calibration_ms: float) -> int:

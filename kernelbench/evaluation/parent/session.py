@@ -9,7 +9,6 @@ session also holds the CPU core its timed processes are pinned to.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from kernelbench.evaluation.parent.workers import Pending, Spare, confinement_fo
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
+from kernelbench.evaluation.timing import whole_number_from_env
 from kernelbench.results import Stage
 
 log = logging.getLogger(__name__)
@@ -41,16 +41,9 @@ SPARES_ENV = "KB_SPARES"
 
 def spares_default(env: Mapping[str, str] | None = None) -> int:
     """Spares per kind on a GPU: ``KB_SPARES`` when set (a whole number >= 0), else :data:`GPU_SPARES`."""
-    raw = (os.environ if env is None else env).get(SPARES_ENV, "").strip()
-    if not raw:
-        return GPU_SPARES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{SPARES_ENV} must be a whole number of spare workers per kind, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{SPARES_ENV} must be >= 0, got {value}")
-    return value
+    return whole_number_from_env(SPARES_ENV, GPU_SPARES, "spare workers per kind", env)
+
+
 #: Spares tried in turn when one's start or Init failed, before the job fails on our side.
 TAKE_ATTEMPTS = 3
 #: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
