@@ -213,7 +213,7 @@ class DeviceSession:
                 return _taken(spare, role, self.device)
             except Exception as e:
                 spare.discard()  # (what is left of it: its files, its channel)
-                if attempt == TAKE_ATTEMPTS - 1:
+                if attempt == TAKE_ATTEMPTS - 1 or self.aborted:  # (an abort killed it: no new start after Ctrl-C)
                     raise
                 log.warning("%s: a spare %s worker could not be used (%s); taking another", self.device, role, e)
         raise AssertionError("unreachable")
