@@ -18,8 +18,15 @@ from dataclasses import dataclass
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.cpu_affinity import CoreReservation, gpu_slots, pinning_enabled
-from kernelbench.evaluation.parent import workers
-from kernelbench.evaluation.parent.workers import Pending, Spare, confinement_for, receive, send, start_worker
+from kernelbench.evaluation.parent.workers import (
+    Pending,
+    Spare,
+    confinement_for,
+    observe,
+    receive,
+    send,
+    start_worker,
+)
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
 from kernelbench.evaluation.settings import EvalJob, EvalSettings
@@ -56,17 +63,11 @@ def _taken(spare: Spare, role: str, device: str) -> WorkerProcess:
     t0 = time.monotonic()
     worker = spare.take()
     waited = time.monotonic() - t0
-    _observe(role, "waiting for a started worker", waited)
+    observe(role, "waiting for a started worker", waited)
     if waited > SPARE_WAIT_LOG_S:
         log.info("%s: waited %.2f s for a %s worker (%s)", device, waited, role,
                  "its process had started; its CUDA context had not" if started else "its process was still starting")
     return worker
-
-
-def _observe(role: str, what: str, seconds: float) -> None:
-    observer = workers.call_observer
-    if observer is not None:
-        observer(role, what, seconds)
 
 
 def visible_devices() -> list[str]:
@@ -201,8 +202,7 @@ class DeviceSession:
 
     def _forget(self, spare: Spare) -> None:
         for lst in [*self._spare_candidates.values(), self._spare_references]:
-            if any(sp is spare for sp in lst):
-                lst[:] = [sp for sp in lst if sp is not spare]
+            lst[:] = [sp for sp in lst if sp is not spare]
 
     def _take(self, pop: Callable[[], Spare], role: str) -> WorkerProcess:
         """A started spare's worker, the next one's (or a fresh start's) when its start or Init failed: a worker lost
@@ -316,7 +316,7 @@ class DeviceSession:
                 closing = threading.Thread(target=self.reference.close, name=f"close-{self.device}", daemon=True)
                 closing.start()
                 self._closing.append(closing)
-            _observe("reference", "closing the last problem's reference", time.monotonic() - t0)
+            observe("reference", "closing the last problem's reference", time.monotonic() - t0)
         self.reference, self.reference_key = None, None
 
     def abort(self) -> None:

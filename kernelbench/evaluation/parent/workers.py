@@ -30,9 +30,17 @@ log = logging.getLogger(__name__)
 WORKER_START_TIMEOUT_S = 180.0
 R = TypeVar("R", bound=protocol.Reply)
 
-#: Called with ``(role, what, seconds)`` for every answered command when set (``scripts/bench_evaluator.py
-#: --call-times``): where a job's stages spend their time, command by command, on the GPU machine.
+#: Called with ``(role, what, seconds)`` for every answered command, every wait for a started worker and every
+#: spare's start and Init when set (``scripts/bench_evaluator.py`` sets it): where a job's stages spend their time,
+#: command by command, on the GPU machine. May be called from the threads that start spares.
 call_observer: Callable[[str, str, float], None] | None = None
+
+
+def observe(role: str, what: str, seconds: float) -> None:
+    """Tell :data:`call_observer`, if one is set."""
+    observer = call_observer
+    if observer is not None:
+        observer(role, what, seconds)
 
 
 class WorkerFailed(Exception):
@@ -113,9 +121,7 @@ def receive(pending: Pending) -> tuple[R, list]:
     if mem and log.isEnabledFor(logging.DEBUG):
         log.debug("after %s: worker pid %s holds %.2f GiB allocated, %.2f GiB reserved", what, worker.proc.pid,
                   mem[0] / 2**30, mem[1] / 2**30)
-    observer = call_observer
-    if observer is not None:
-        observer(worker.role, what, time.monotonic() - (pending.deadline - pending.timeout))
+    observe(worker.role, what, time.monotonic() - (pending.deadline - pending.timeout))
     if isinstance(reply, protocol.ErrorReply):
         raise WorkerFailed(reply)
     return reply, out_blobs
@@ -231,9 +237,7 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     t0 = time.monotonic()
     w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
     _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
-    observer = call_observer
-    if observer is not None:
-        observer(role, "process start (in the background)", time.monotonic() - t0)
+    observe(role, "process start (in the background)", time.monotonic() - t0)
     _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         finish_init(w, send_init(w))
@@ -268,9 +272,8 @@ def finish_init(w: WorkerProcess, sent_at: float) -> None:
     reply = _startup_reply(w, protocol.InitReply, remaining, "initialise")
     w.info = reply.env or {}
     w.preloaded = list(reply.preloaded or [])
-    observer = call_observer
-    if observer is not None and isinstance(reply.init_s, (int, float)):
-        observer(w.role, "Init in the worker (context, warm-up; mostly beside other work)", float(reply.init_s))
+    if isinstance(reply.init_s, (int, float)):
+        observe(w.role, "Init in the worker (context, warm-up; mostly beside other work)", float(reply.init_s))
 
 
 class Spare:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import sys
 import traceback
@@ -91,6 +92,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.cushion_cycles: int | None = None  # spin before each timed call, calibrated on first use
         self.cushion_us: int | None = None  # the cushion those cycles were calibrated for
         self.initialized = False
+        #: Set by :func:`serve`: the worker process freezes its objects after its first Init (``_freeze_collected``);
+        #: a Worker made in another process (tests) never does.
+        self.freezes = False
         if role in ("candidate", "reference"):
             # Imported now so nothing the candidate does later can be confused with our own imports.
             import torch.profiler  # noqa: F401
@@ -153,6 +157,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         importing torch at any time but touching the GPU only when nothing is being timed."""
         torch = self.torch
         t0 = _perf_counter()
+        first = not self.initialized
         if self.is_cuda and self.role != "compile" and not self.initialized:
             torch.cuda.set_device(self.device)
             torch.cuda.init()
@@ -191,10 +196,12 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self.stream = None
         for name in BOUND_AT_INIT:  # once, before any candidate code: a later Init never takes the candidate's
             self.bound_at_start.setdefault(name, id(getattr(self, name, None)))
-        if self.is_cuda and self.role in ("candidate", "reference") and not self.initialized:
+        if self.is_cuda and self.role in ("candidate", "reference") and first:
             self._warm_libraries()
         self.initialized = True
         env = self.environment()
+        if first and self.freezes and self.problem is None and self.model is None:
+            _freeze_collected()  # the CUDA context's and the warm-up's objects (before any Setup or Load)
         return protocol.InitReply(env=env, preloaded=self.preloaded, init_s=_perf_counter() - t0), []
 
     # ------------------------------------------------------------------ helpers
@@ -221,7 +228,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         try:
             self._warm_kernels()
         except Exception as e:  # a speed-up only: a job's own first use loads what this could not
-            print(f"kernelbench worker: warming the libraries failed: {type(e).__name__}: {e}", file=sys.stderr)
+            logging.getLogger(__name__).warning("warming the libraries failed: %s: %s", type(e).__name__, e)
 
     def _warm_kernels(self) -> None:
         torch = self.torch
@@ -567,12 +574,12 @@ def serve(role: str, device: str, fd: int) -> None:
     channel = Channel.from_fd(fd)
     try:
         worker = Worker(role, device)
+        worker.freezes = True
         _freeze_collected()
         channel.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
     except BaseException as e:
         channel.send(protocol.encode_reply(_error_reply(e, "start")))
         return
-    frozen_after_init = False
     while True:
         try:
             header, blobs = channel.recv()
@@ -595,10 +602,6 @@ def serve(role: str, device: str, fd: int) -> None:
             reply, out_blobs = handler(cmd, blobs)
         except BaseException as e:  # SystemExit and KeyboardInterrupt from candidate code included
             reply, out_blobs = _error_reply(e, cmd.NAME), []
-        if isinstance(cmd, protocol.Init) and not frozen_after_init and not isinstance(reply, protocol.ErrorReply) \
-                and worker.problem is None and worker.model is None:
-            frozen_after_init = True  # the CUDA context's and the warm-up's objects (Init comes before any Setup or Load)
-            _freeze_collected()
         cuda_mem = None
         if worker.is_cuda and worker.torch.cuda.is_initialized():
             # Bytes this process holds after the command (allocator counters, no CUDA call): the parent
