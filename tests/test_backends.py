@@ -210,7 +210,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def test_a_registered_backend_is_picked_up_everywhere_without_other_edits(tmp_path, capsys):
-    from kernelbench.evaluation.parent.workers import _worker_env
+    from kernelbench.evaluation.parent.workers import worker_env
     from kernelbench.runners.modal_cost import seconds_per_job
 
     kernel = tmp_path / "toy.py"
@@ -237,8 +237,8 @@ def test_a_registered_backend_is_picked_up_everywhere_without_other_edits(tmp_pa
         assert _guard_cli_backend(TOY_SOURCE) == "toy"
         # settings accept it; its worker environment and kernel names reach the evaluator
         assert EvalSettings(backend="toy").backend == "toy"
-        assert _worker_env("candidate", "cpu", "toy", None)["TOY_INTERPRET"] == "1"
-        assert "TOY_INTERPRET" not in _worker_env("candidate", "cuda:0", "toy", None)
+        assert worker_env("candidate", "cpu", "toy", None)["TOY_INTERPRET"] == "1"
+        assert "TOY_INTERPRET" not in worker_env("candidate", "cuda:0", "toy", None)
         assert "toy_scale" in own_kernel_names(TOY_SOURCE)
         from kernelbench.evaluation.guards.runtime import LaunchReport
 

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelbench.evaluation.channel import Channel
 from kernelbench.evaluation.isolation import WorkerDirs, bwrap_command, sandbox_owner
@@ -126,7 +127,14 @@ class WorkerProcess:
     """One worker: a child process, its channel, and the tails of its stdout and stderr."""
 
     def __init__(self, role: str, device: str, env: Mapping[str, str], cwd: str | None = None,
-                 confinement: Confinement | None = None):
+                 confinement: Confinement | None = None, template: bool = False,
+                 launcher: Callable[[socket.socket, str], Any] | None = None):
+        """``template``: start a reference template (``worker/template.py``) rather than a worker. ``launcher``: how
+        the process comes to be instead of a new Python (a reference template's fork: ``parent/template.py``), called
+        with the worker's end of the channel and its working folder, returning an object like ``subprocess.Popen``
+        (``pid``, ``stdout``, ``stderr``, ``poll``, ``wait``, ``kill``)."""
+        if launcher is not None and (confinement is not None or role != "reference" or template):
+            raise ValueError("only an unconfined reference worker is forked from a template")
         self.role = role
         self._kill_lock = threading.Lock()
         self.device = device
@@ -158,7 +166,7 @@ class WorkerProcess:
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [sys.executable, "-m", "kernelbench.evaluation.worker", "--fd", str(child_fd),
-               "--role", role, "--device", device]
+               "--role", role, "--device", device] + (["--template"] if template else [])
         #: The sandbox's /dev/shm, a folder of the host's /dev/shm (see :meth:`relay_outputs`).
         self.shm_dir: Path | None = None
         self._shm_tag = uuid.uuid4().hex[:12]
@@ -178,10 +186,20 @@ class WorkerProcess:
             cmd = bwrap_command(confinement.bwrap, cmd, self.dirs, gpu=device.startswith("cuda") and role != "compile",
                                 allow_network=confinement.allow_network, cache_root=confinement.cache_root,
                                 shm_dir=str(self.shm_dir) if self.shm_dir else None)
-        self.proc = subprocess.Popen(
-            cmd, env=env, cwd=cwd, pass_fds=(child_fd,), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
+        if launcher is not None:
+            try:
+                self.proc = launcher(child_sock, cwd)
+            except BaseException:
+                child_sock.close()
+                parent_sock.close()
+                if self._tmpdir is not None:
+                    self._tmpdir.cleanup()
+                raise
+        else:
+            self.proc = subprocess.Popen(
+                cmd, env=env, cwd=cwd, pass_fds=(child_fd,), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
         child_sock.close()
         self.channel = Channel(parent_sock)
         self._out = _TailReader(self.proc.stdout)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kernelbench.backends import get_backend
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.cpu_affinity import CoreReservation, gpu_slots, pinning_enabled
+from kernelbench.evaluation.parent.template import ReferenceTemplate, TemplateUnavailable, template_wanted
 from kernelbench.evaluation.parent.workers import (
     Pending,
     Spare,
@@ -25,7 +26,9 @@ from kernelbench.evaluation.parent.workers import (
     observe,
     receive,
     send,
+    start_forked_reference,
     start_worker,
+    worker_env,
 )
 from kernelbench.evaluation.sandbox import WorkerProcess
 from kernelbench.evaluation.seeds import INIT_SEED
@@ -152,6 +155,11 @@ class DeviceSession:
         self._gpu_quiet = True
         #: Last problems' references exiting in the background (their CUDA contexts' teardown); over before a timing.
         self._closing: list[threading.Thread] = []
+        #: Reference workers are forked from one template process (``KB_REFERENCE_TEMPLATE``; on a GPU by default),
+        #: made by the first reference spare's thread; None once it could not start or was lost (fresh starts then).
+        self._use_template = template_wanted(self.is_cuda)
+        self._template: ReferenceTemplate | None = None
+        self._template_lock = threading.Lock()
 
     @property
     def isolation(self) -> str:
@@ -165,11 +173,46 @@ class DeviceSession:
                              f"sandbox={settings.sandbox}, allow_network={settings.allow_network})")
 
     def _spawn(self, role: str, backend: str | None) -> Spare:
-        env = self.reference_env if role == "reference" else None
-        conf = self.confinement if role == "candidate" else None
-        spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, env, conf))
+        if role == "reference":
+            spare = Spare(self._pool.submit(self._start_reference))
+        else:
+            conf = self.confinement if role == "candidate" else None
+            spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, None, conf))
         spare.future.add_done_callback(lambda _: self._started(spare))
         return spare
+
+    def _start_reference(self) -> WorkerProcess:
+        """A reference worker (no Init yet): forked from the session's template when there is one, else started."""
+        template = self._reference_template()
+        if template is not None:
+            try:
+                return start_forked_reference(template, self.device)
+            except TemplateUnavailable as e:
+                self._lose_template(template, str(e))
+        return start_worker("reference", self.device, None, self.arch, False, self.reference_env, None)
+
+    def _reference_template(self) -> ReferenceTemplate | None:
+        """The session's template, started by the first caller (the others wait for it: a fresh start of their own
+        would take as long); None when not wanted or it could not start."""
+        if not self._use_template:
+            return None
+        with self._template_lock:
+            if self._template is None and self._use_template and not self.aborted:
+                try:
+                    self._template = ReferenceTemplate(self.device, worker_env("reference", self.device, None,
+                                                                                 self.arch, self.reference_env))
+                    observe("reference", "the reference template's start", self._template.start_s)
+                except TemplateUnavailable as e:
+                    log.warning("%s: reference workers are started, not forked: %s", self.device, e)
+                    self._use_template = False
+            return self._template
+
+    def _lose_template(self, template: ReferenceTemplate, why: str) -> None:
+        with self._template_lock:
+            if self._template is template:
+                log.warning("%s: reference workers are started, not forked, from now on: %s", self.device, why)
+                self._template, self._use_template = None, False
+        template.close()
 
     def _started(self, spare: Spare) -> None:
         """A spare's process has started: it creates its CUDA context now unless a timing is under way (then at the
@@ -346,6 +389,10 @@ class DeviceSession:
         self._spare_candidates.clear()
         self._spare_references.clear()
         self._pool.shutdown(wait=False)
+        with self._template_lock:
+            template, self._template, self._use_template = self._template, None, False
+        if template is not None:
+            template.close()
         if not self._released:
             self._released = True
             CoreReservation.release()

@@ -206,7 +206,7 @@ def publish_after_exit(worker: WorkerProcess, reply: protocol.LoadReply | protoc
 
 
 # ---------------------------------------------------------------------------- starting
-def _worker_env(role: str, device: str, backend: str | None, arch: str | None,
+def worker_env(role: str, device: str, backend: str | None, arch: str | None,
                 env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
     extra: dict[str, str] = dict(env_extra or {})
     # Idle OpenMP threads must not spin: workers take turns, and CI machines are small.
@@ -235,12 +235,24 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
     if confinement is not None and role == "reference":
         raise ValueError("the reference worker runs trusted code only and is never confined")
     t0 = time.monotonic()
-    w = WorkerProcess(role, device, _worker_env(role, device, backend, arch, env_extra), confinement=confinement)
+    w = WorkerProcess(role, device, worker_env(role, device, backend, arch, env_extra), confinement=confinement)
     _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
     observe(role, "process start (in the background)", time.monotonic() - t0)
     _ = w.main_pid  # found now, while the worker runs trusted code only
     if init:
         finish_init(w, send_init(w))
+    return w
+
+
+def start_forked_reference(template, device: str) -> WorkerProcess:
+    """A reference worker forked from ``template`` (a :class:`~.template.ReferenceTemplate`), started as
+    :func:`start_worker` starts one with ``init=False``; raises :class:`~.template.TemplateUnavailable` when the
+    template cannot fork, RuntimeError when the fork could not start."""
+    t0 = time.monotonic()
+    w = template.start_reference()
+    _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
+    observe("reference", "process start (in the background)", time.monotonic() - t0)
+    _ = w.main_pid
     return w
 
 

@@ -569,9 +569,16 @@ def _freeze_collected() -> None:
 
 
 def serve(role: str, device: str, fd: int) -> None:
-    from kernelbench.evaluation.channel import Channel, ChannelClosed, ProtocolError
+    from kernelbench.evaluation.channel import Channel
 
-    channel = Channel.from_fd(fd)
+    serve_channel(Channel.from_fd(fd), role, device)
+
+
+def serve_channel(channel, role: str, device: str) -> None:
+    """Make the worker, say Ready on ``channel``, then answer commands until Exit or the channel closes (a started
+    process's :func:`serve`, and a reference template's fork: ``template.py``)."""
+    from kernelbench.evaluation.channel import ChannelClosed, ProtocolError
+
     try:
         worker = Worker(role, device)
         worker.freezes = True
@@ -622,9 +629,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--role", choices=["reference", "candidate", "compile"], required=True)
     p.add_argument("--device", required=True)
+    p.add_argument("--template", action="store_true",
+                   help="a reference template: forks reference workers on request (template.py)")
     args = p.parse_args(argv)
     try:
-        serve(args.role, args.device, args.fd)
+        if args.template:
+            if args.role != "reference":
+                raise SystemExit("only reference workers are forked from a template")
+            from kernelbench.evaluation.worker.template import serve_template
+
+            serve_template(args.device, args.fd)
+        else:
+            serve(args.role, args.device, args.fd)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

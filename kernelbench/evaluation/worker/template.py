@@ -1,0 +1,131 @@
+"""A reference template: one process that has imported what a reference worker needs and forks reference workers.
+
+A worker process takes 8-11 s to start on the lent GPU machines (Python, torch, the profiler's first run), and every
+new problem takes a fresh reference worker: on the official problems (a new problem per job) jobs waited 0.4-0.9 s
+on average for a started one (session 20, two H200s). The template pays that start once per device session; a fork
+of it is a reference worker in tens of milliseconds, with nothing of any earlier problem in it.
+
+Only the reference is forked: it runs trusted code, outside the sandbox, and the template has run no problem's code
+and never touched the GPU (a CUDA context cannot cross a fork; each child creates its own at its Init, when the
+parent says nothing is being timed). Candidate workers are never forked: each gets its own sandbox from a fresh
+process (``sandbox.WorkerProcess``).
+
+The template's channel carries three commands from the parent: ``fork`` (with the new worker's channel end and the
+write ends of its stdout and stderr pipes as descriptors, and its working folder), ``reap`` (a child's exit status,
+once it has exited) and ``exit``. It refuses to fork while it runs a second thread of its own, since a lock held by
+another thread at the fork would be held forever in the child.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+
+from kernelbench.evaluation import protocol
+
+#: Descriptors a fork request carries, in order: the worker's end of its channel, its stdout, its stderr.
+FORK_FDS = 3
+
+
+def _python_threads() -> int:
+    return threading.active_count()
+
+
+def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
+    """In the new child: become the worker (own session, own output pipes, own folder) and serve; never returns."""
+    from kernelbench.evaluation.worker.process import serve_channel
+
+    code = 0
+    try:
+        os.setsid()  # its own process group: the parent kills the worker and whatever it starts with one killpg
+        control.close()
+        chan_fd, out_fd, err_fd = fds
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.close(out_fd)
+        os.close(err_fd)
+        os.chdir(cwd)
+        from kernelbench.evaluation.channel import Channel
+
+        serve_channel(Channel.from_fd(chan_fd), "reference", device)
+    except BaseException:
+        code = 1
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve_template(device: str, fd: int) -> None:
+    """The template's life: import and warm what a reference worker imports, say Ready, then fork on request."""
+    from kernelbench.evaluation.channel import Blobs, Channel, ChannelClosed, ProtocolError
+    from kernelbench.evaluation.worker.process import Worker
+
+    control = Channel.from_fd(fd)
+    try:
+        Worker("reference", device)  # every import and the profiler's first run; no CUDA call (that is Init's)
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            raise RuntimeError("the template created a CUDA context; its forks could not use the GPU")
+        gc.collect()
+        gc.freeze()  # what the children inherit stays shared with the template (no copy made by the collector)
+        control.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
+    except BaseException as e:
+        from kernelbench.evaluation.worker.process import _error_reply
+
+        control.send(protocol.encode_reply(_error_reply(e, "start")))
+        return
+    while True:
+        try:
+            msg, blobs = control.recv()
+        except (ChannelClosed, ProtocolError):
+            return  # the parent has gone: children exit on their own when their channels close
+        fds = blobs.take_fds() if isinstance(blobs, Blobs) else []
+        cmd = msg.get("cmd")
+        try:
+            if cmd == "exit":
+                return
+            if cmd == "fork":
+                cwd = msg.get("cwd")
+                if len(fds) != FORK_FDS or not isinstance(cwd, str):
+                    control.send({"ok": False, "error": f"a fork takes {FORK_FDS} descriptors and a folder"})
+                    continue
+                if _python_threads() != 1:
+                    control.send({"ok": False, "error": f"the template runs {_python_threads()} threads"})
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _fork_child(control, fds, cwd, device)
+                control.send({"ok": True, "pid": pid})
+            elif cmd == "reap":
+                # Once, when the child has exited: the parent keeps the status (a pid reaped here may be reused).
+                pid, status = msg.get("pid"), None
+                if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+                    try:
+                        got, raw = os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        got, raw = 0, 0
+                    if got == pid:
+                        status = os.waitstatus_to_exitcode(raw)
+                control.send({"ok": True, "returncode": status})
+            else:
+                control.send({"ok": False, "error": f"unknown template command {cmd!r}"})
+        finally:
+            for f in fds:  # the child has its copies; the template keeps none
+                try:
+                    os.close(f)
+                except OSError:
+                    pass

@@ -1,0 +1,188 @@
+"""Reference workers forked from a template process (issue 25, throughput): real processes on the CPU.
+
+A fork must be a reference worker like a started one (same verdicts, nothing of an earlier problem in it), must
+die and report its death like one, and a template that is lost must cost nothing but speed: the session starts its
+references the usual way from then on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from kbtesting import one_problem, problem_source
+
+from kernelbench.evaluation import EvalJob, EvalSettings, protocol
+from kernelbench.evaluation.parent import DeviceSession, run_job
+from kernelbench.evaluation.parent.template import (
+    TEMPLATE_ENV,
+    ForkedProcess,
+    ReferenceTemplate,
+    TemplateUnavailable,
+    template_wanted,
+)
+from kernelbench.evaluation.parent.workers import WorkerDied, call, finish_init, send_init, worker_env
+from kernelbench.results import Stage
+
+HONEST = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+          "    def forward(self, x):\n        return torch.relu(x)\n")
+
+
+def settings(**kw) -> EvalSettings:
+    base = dict(backend="torch", device="cpu", static_guard=False, correctness_trials=2, stage_timeout_s=60.0,
+                sandbox="off")
+    base.update(kw)
+    return EvalSettings(**base)
+
+
+@pytest.fixture
+def forked(monkeypatch):
+    monkeypatch.setenv(TEMPLATE_ENV, "1")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_setting():
+    assert template_wanted(True, {}) and not template_wanted(False, {})
+    assert template_wanted(False, {TEMPLATE_ENV: "1"}) and not template_wanted(True, {TEMPLATE_ENV: "0"})
+    with pytest.raises(ValueError, match=TEMPLATE_ENV):
+        template_wanted(True, {TEMPLATE_ENV: "yes"})
+
+
+def test_references_are_forked_fresh_for_each_problem(tmp_path, forked):
+    """Three problems, three forked references (the template's children, not ours); what the first problem's code
+    left in its process (an environment variable, a torch setting) is absent from the next one's."""
+    leak = problem_source().replace(
+        "import torch\n", "import os\nimport torch\nos.environ['KB_LEFT_BEHIND'] = '1'\ntorch.set_num_threads(1)\n", 1)
+    check = problem_source(shape="8, 9").replace(
+        "        super().__init__()\n",
+        "        super().__init__()\n        import os\n"
+        "        if os.environ.get('KB_LEFT_BEHIND'):\n            raise RuntimeError('the last problem was here')\n", 1)
+    problems = [one_problem(tmp_path / "a", leak, name="1_Leak.py"), one_problem(tmp_path / "b", check, "2_Check.py"),
+                one_problem(tmp_path / "c", problem_source(shape="8, 10"), name="3_Relu.py")]
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    pids = []
+    try:
+        assert session._use_template
+        for p in problems:
+            r = run_job(session, EvalJob(p, HONEST, settings()))
+            assert r.correct, r.error
+            assert isinstance(session.reference.proc, ForkedProcess)
+            pids.append(session.reference.proc.pid)
+        template_pid = session._template.process.pid
+        assert all(Path(f"/proc/{pid}/status").read_text().count(f"PPid:\t{template_pid}\n") for pid in pids[-1:])
+    finally:
+        session.close()
+    assert len(set(pids)) == 3
+    deadline = time.monotonic() + 10
+    while any(map(_alive, [*pids, template_pid])) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, [*pids, template_pid])), "the session left its template or a reference running"
+
+
+def test_a_forked_reference_dies_as_a_started_one_does(tmp_path):
+    """Killed, its death is seen and named by its signal (the template's reap), and a command to it fails."""
+    template = ReferenceTemplate("cpu", worker_env("reference", "cpu", None, None))
+    try:
+        w = template.start_reference()
+        from kernelbench.evaluation.parent.workers import _startup_reply
+
+        _startup_reply(w, protocol.Ready, 60, "start")
+        finish_init(w, send_init(w))
+        assert w.alive() and w.main_pid == w.proc.pid
+        os.kill(w.proc.pid, signal.SIGKILL)
+        with pytest.raises(WorkerDied, match="killed by SIGKILL"):
+            call(w, protocol.Release(), protocol.DoneReply, 10, Stage.RUN, "release")
+        assert not w.alive()
+        w.kill()  # (again: harmless)
+    finally:
+        template.close()
+    assert not template.process.alive()
+
+
+def test_a_lost_template_costs_only_speed(tmp_path, forked):
+    """The template killed between two problems: the next reference is started the usual way and the job passes."""
+    problems = [one_problem(tmp_path / f"p{i}", problem_source(shape=f"8, {8 + i}"), name=f"{i + 1}_Relu.py")
+                for i in range(2)]
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    try:
+        assert run_job(session, EvalJob(problems[0], HONEST, settings())).correct
+        template = session._template
+        template.process.kill()
+        for sp in list(session._spare_references):  # (the spare forked before the kill is a fine worker: use up)
+            session._forget(sp)
+            sp.discard()
+        r = run_job(session, EvalJob(problems[1], HONEST, settings()))
+        assert r.correct, r.error
+        assert not isinstance(session.reference.proc, ForkedProcess)
+        assert session._template is None and not session._use_template
+    finally:
+        session.close()
+
+
+def test_a_template_that_cannot_start_leaves_references_started(tmp_path, forked, monkeypatch):
+    """A template that fails at its start (here: its device is not one torch knows) is reported and not retried."""
+    def broken(self, device, env, start_timeout_s=180.0):
+        raise TemplateUnavailable("no template today")
+
+    monkeypatch.setattr(ReferenceTemplate, "__init__", broken)
+    problem = one_problem(tmp_path / "p", problem_source())
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    try:
+        r = run_job(session, EvalJob(problem, HONEST, settings()))
+        assert r.correct, r.error
+        assert not isinstance(session.reference.proc, ForkedProcess) and not session._use_template
+    finally:
+        session.close()
+
+
+def test_the_template_refuses_what_it_cannot_do():
+    """Only an unconfined reference is forked; a fork request without its descriptors is refused, not obeyed."""
+    from kernelbench.evaluation.sandbox import Confinement, WorkerProcess
+
+    with pytest.raises(ValueError, match="unconfined reference"):
+        WorkerProcess("candidate", "cpu", {}, launcher=lambda sock, cwd: None)
+    with pytest.raises(ValueError, match="unconfined reference"):
+        WorkerProcess("reference", "cpu", {}, confinement=Confinement(bwrap="bwrap"), launcher=lambda s, c: None)
+    template = ReferenceTemplate("cpu", worker_env("reference", "cpu", None, None))
+    try:
+        with pytest.raises(TemplateUnavailable, match="descriptors"):
+            template._request({"cmd": "fork", "cwd": "/"})
+        assert template.reap(os.getpid()) is None  # not its child: nothing to collect
+        assert template.alive()
+    finally:
+        template.close()
+
+
+@pytest.mark.gpu
+def test_a_forked_reference_creates_its_context_and_times_on_the_gpu(tmp_path):
+    """On a GPU the template is on by default: the fork creates its own CUDA context at Init (the template never
+    touched the GPU) and the job is timed against it as against a started one."""
+    problem = one_problem(tmp_path, problem_source(shape="4096, 4096"))
+    session = DeviceSession("cuda:0", sandbox="off")
+    session.prime("torch")
+    try:
+        results = [run_job(session, EvalJob(problem, HONEST, settings(device="cuda:0", timing_budget_s=0.5), k))
+                   for k in range(2)]
+        assert isinstance(session.reference.proc, ForkedProcess)
+        assert session.reference.info.get("gpu_name")
+    finally:
+        session.close()
+    for r in results:
+        assert r.correct, r.error
+        assert r.runtime is not None and r.ref_runtime is not None and 0.8 < r.speedup < 1.25
