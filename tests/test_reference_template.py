@@ -186,3 +186,75 @@ def test_a_forked_reference_creates_its_context_and_times_on_the_gpu(tmp_path):
     for r in results:
         assert r.correct, r.error
         assert r.runtime is not None and r.ref_runtime is not None and 0.8 < r.speedup < 1.25
+
+
+def test_a_template_whose_forks_cannot_use_cuda_is_found_at_its_start(monkeypatch):
+    """torch marks the forks of a process that asked the driver anything; the template asks a fork of its own."""
+    import torch
+
+    from kernelbench.evaluation.worker.template import fork_is_usable
+
+    assert fork_is_usable()
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # (the fork inherits the patched state)
+    assert not fork_is_usable()
+
+
+def test_forked_references_that_fail_their_init_have_the_template_let_go(tmp_path, forked, monkeypatch):
+    """Session 21's first GPU run: every fork's Init failed (its template had poisoned CUDA for its forks) and every
+    job failed on our side. Now two failures in a row let the template go with its forked spares: the job's next try
+    starts a reference afresh and passes."""
+    from kernelbench.evaluation.parent import session as session_module
+    from kernelbench.evaluation.parent.workers import start_worker
+
+    made = []
+
+    def broken_fork(template, device):  # a reference whose Init fails as a poisoned fork's does
+        made.append(template)
+        return start_worker("reference", "cuda:7", init=False)
+
+    monkeypatch.setattr(session_module, "start_forked_reference", broken_fork)
+    problem = one_problem(tmp_path / "p", problem_source())
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    try:
+        r = run_job(session, EvalJob(problem, HONEST, settings()))
+        assert r.correct, r.error
+        assert made and session._template is None and not session._use_template
+        assert not made[0].alive()
+        assert not isinstance(session.reference.proc, ForkedProcess)
+    finally:
+        session.close()
+
+
+def test_one_failed_fork_keeps_the_template(tmp_path, forked, monkeypatch):
+    """One failure may be the GPU's (an Init out of memory beside a job): the template stays for the next fork."""
+    from kernelbench.evaluation.parent import session as session_module
+    from kernelbench.evaluation.parent.workers import start_worker
+
+    real = session_module.start_forked_reference
+    calls = []
+
+    def once_broken(template, device):
+        calls.append(1)
+        if len(calls) == 1:
+            return start_worker("reference", "cuda:7", init=False)
+        return real(template, device)
+
+    monkeypatch.setattr(session_module, "start_forked_reference", once_broken)
+    problem = one_problem(tmp_path / "p", problem_source())
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    try:
+        r = run_job(session, EvalJob(problem, HONEST, settings()))
+        assert r.correct, r.error
+        assert session._template is not None and isinstance(session.reference.proc, ForkedProcess)
+    finally:
+        session.close()
+
+
+def test_a_template_with_the_cuda_driver_loaded_is_refused(monkeypatch):
+    """A device count asked from C++ (the profiler's first run does) loads the driver but sets no flag in torch."""
+    from kernelbench.evaluation.worker import template
+
+    monkeypatch.setattr(template, "_driver_loaded", lambda: True)
+    assert not template.fork_is_usable()

@@ -56,6 +56,8 @@ def spares_default(env: Mapping[str, str] | None = None) -> int:
 
 #: Spares tried in turn when one's start or Init failed, before the job fails on our side.
 TAKE_ATTEMPTS = 3
+#: Forked reference workers that fail to start or Init in a row before the template is let go (fresh starts then).
+FORKED_FAILURES_TO_LOSE = 2
 #: A job that waits longer than this for a started worker says so in the log (the stage times show the sum).
 SPARE_WAIT_LOG_S = 0.3
 
@@ -160,6 +162,7 @@ class DeviceSession:
         self._use_template = template_wanted(self.is_cuda)
         self._template: ReferenceTemplate | None = None
         self._template_lock = threading.Lock()
+        self._forked_failures = 0  # forked references that failed in a row (see _forked_reference_failed)
 
     @property
     def isolation(self) -> str:
@@ -214,6 +217,22 @@ class DeviceSession:
                 self._template, self._use_template = None, False
         template.close()
 
+    def _forked_reference_failed(self, error: Exception) -> None:
+        """A reference worker that could not start or Init while references are forked: its Init runs before any
+        problem code, so the template is the suspect (a fork that cannot use CUDA fails every time). The template is
+        let go after two failures in a row, and with it the spare references forked from it; the next take starts one
+        afresh."""
+        template = self._template
+        if template is None:
+            return
+        self._forked_failures += 1
+        if self._forked_failures < FORKED_FAILURES_TO_LOSE:  # one may be the GPU's (out of memory beside a job)
+            return
+        self._lose_template(template, f"a forked reference worker failed ({error})")
+        forked, self._spare_references = self._spare_references, []
+        for sp in forked:
+            sp.discard()
+
     def _started(self, spare: Spare) -> None:
         """A spare's process has started: it creates its CUDA context now unless a timing is under way (then at the
         next :meth:`allow_gpu_init`). Waiting for the next job to begin had left half of a level's new problems
@@ -253,9 +272,14 @@ class DeviceSession:
         for attempt in range(TAKE_ATTEMPTS):
             spare = pop()
             try:
-                return _taken(spare, role, self.device)
+                worker = _taken(spare, role, self.device)
+                if role == "reference":
+                    self._forked_failures = 0
+                return worker
             except Exception as e:
                 spare.discard()  # (what is left of it: its files, its channel)
+                if role == "reference":
+                    self._forked_reference_failed(e)
                 if attempt == TAKE_ATTEMPTS - 1 or self.aborted:  # (an abort killed it: no new start after Ctrl-C)
                     raise
                 log.warning("%s: a spare %s worker could not be used (%s); taking another", self.device, role, e)

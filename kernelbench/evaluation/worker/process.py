@@ -65,7 +65,10 @@ def _claim_limit(ref_bytes: int) -> int:
 class Worker(ExportCommands, TimingCommands, TraceCommands):
     """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
 
-    def __init__(self, role: str, device: str):
+    def __init__(self, role: str, device: str, warm_profiler: bool = True):
+        """``warm_profiler=False``: import what the profiler's first run imports without running it (a reference
+        template: the run asks the CUDA driver how many devices there are, and no fork of a process that has asked
+        the driver anything can use CUDA)."""
         import torch
 
         self.torch = torch
@@ -99,8 +102,10 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             # Imported now so nothing the candidate does later can be confused with our own imports.
             import torch.profiler  # noqa: F401
 
-            if self.is_cuda:  # only CUDA evaluations profile (the CPU path counts interpreter launches)
+            if self.is_cuda and warm_profiler:  # only CUDA evaluations profile (the CPU path counts interpreter launches)
                 self._warm_profiler()
+            elif self.is_cuda:
+                import torch._dynamo  # noqa: F401  (nearly all of the first run's second of imports)
         if role in ("candidate", "compile"):
             # What a candidate's Load imports (the extension cache's wrapper of load_inline pulls in setuptools, the
             # runtime guards): 0.1-0.2 s of every load, now paid while the spare starts, off the job's path.
@@ -629,18 +634,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--role", choices=["reference", "candidate", "compile"], required=True)
     p.add_argument("--device", required=True)
-    p.add_argument("--template", action="store_true",
-                   help="a reference template: forks reference workers on request (template.py)")
     args = p.parse_args(argv)
     try:
-        if args.template:
-            if args.role != "reference":
-                raise SystemExit("only reference workers are forked from a template")
-            from kernelbench.evaluation.worker.template import serve_template
-
-            serve_template(args.device, args.fd)
-        else:
-            serve(args.role, args.device, args.fd)
+        serve(args.role, args.device, args.fd)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

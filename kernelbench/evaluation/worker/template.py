@@ -18,6 +18,7 @@ another thread at the fork would be held forever in the child.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import sys
@@ -31,6 +32,35 @@ FORK_FDS = 3
 
 def _python_threads() -> int:
     return threading.active_count()
+
+
+def _driver_loaded() -> bool:
+    """Is the CUDA driver's library mapped into this process? Loaded on the first question to the driver (a device
+    count from C++, which sets no flag torch's forks can see): after it, a fork's CUDA fails to initialise."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any("libcuda.so" in line for line in f)
+    except OSError:
+        return False
+
+
+def fork_is_usable() -> bool:
+    """Can a fork of this process use CUDA? Asked of a fork itself: torch marks its forks "bad" once this process has
+    asked the driver anything (``torch.cuda.is_available()`` does; session 21's first template did, and every fork's
+    Init failed), and a bad fork refuses CUDA. Never ask the driver here to find out."""
+    import torch
+
+    if torch.cuda.is_initialized() or _driver_loaded():
+        return False
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = 3 if torch.cuda._is_in_bad_fork() else 0
+        finally:
+            os._exit(code)
+    _, raw = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(raw) == 0
 
 
 def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
@@ -73,11 +103,11 @@ def serve_template(device: str, fd: int) -> None:
 
     control = Channel.from_fd(fd)
     try:
-        Worker("reference", device)  # every import and the profiler's first run; no CUDA call (that is Init's)
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            raise RuntimeError("the template created a CUDA context; its forks could not use the GPU")
+        # Every import a reference worker makes as it starts; not the profiler's first run, which asks the driver
+        # (each fork runs that itself, in a millisecond once the template has imported what it needs).
+        Worker("reference", device, warm_profiler=False)
+        if not fork_is_usable():
+            raise RuntimeError("CUDA was touched in the template (torch marks its forks as unable to use it)")
         gc.collect()
         gc.freeze()  # what the children inherit stays shared with the template (no copy made by the collector)
         control.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
@@ -129,3 +159,19 @@ def serve_template(device: str, fd: int) -> None:
                     os.close(f)
                 except OSError:
                     pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m kernelbench.evaluation.worker --template ...`` (``worker/__main__.py``)."""
+    p = argparse.ArgumentParser(prog="kernelbench-worker --template")
+    p.add_argument("--template", action="store_true", required=True)
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--role", choices=["reference"], required=True, help="only reference workers are forked")
+    p.add_argument("--device", required=True)
+    args = p.parse_args(argv)
+    try:
+        serve_template(args.device, args.fd)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
