@@ -163,7 +163,8 @@ for phase in "${phases[@]}"; do
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
-      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py tests/test_fingerprint_gpu.py ;;
+      tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py tests/test_fingerprint_gpu.py \
+      tests/test_reference_template.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     dsl)
