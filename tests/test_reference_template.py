@@ -61,15 +61,19 @@ def test_the_setting():
         template_wanted(True, {TEMPLATE_ENV: "yes"})
 
 
-def test_references_are_forked_fresh_for_each_problem(tmp_path, forked):
+def test_references_are_forked_fresh_for_each_problem(tmp_path, forked, monkeypatch):
     """Three problems, three forked references (the template's children, not ours); what the first problem's code
-    left in its process (an environment variable, a torch setting) is absent from the next one's."""
+    left in its process (an environment variable, a torch setting) is absent from the next one's, and so is the
+    template's own NVML setting."""
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
     leak = problem_source().replace(
         "import torch\n", "import os\nimport torch\nos.environ['KB_LEFT_BEHIND'] = '1'\ntorch.set_num_threads(1)\n", 1)
     check = problem_source(shape="8, 9").replace(
         "        super().__init__()\n",
         "        super().__init__()\n        import os\n"
-        "        if os.environ.get('KB_LEFT_BEHIND'):\n            raise RuntimeError('the last problem was here')\n", 1)
+        "        if os.environ.get('KB_LEFT_BEHIND'):\n            raise RuntimeError('the last problem was here')\n"
+        "        if os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK'):\n            raise RuntimeError('the template\\'s')\n",
+        1)
     problems = [one_problem(tmp_path / "a", leak, name="1_Leak.py"), one_problem(tmp_path / "b", check, "2_Check.py"),
                 one_problem(tmp_path / "c", problem_source(shape="8, 10"), name="3_Relu.py")]
     session = DeviceSession("cpu", spares=1, sandbox="off")
@@ -252,9 +256,37 @@ def test_one_failed_fork_keeps_the_template(tmp_path, forked, monkeypatch):
         session.close()
 
 
-def test_a_template_with_the_cuda_driver_loaded_is_refused(monkeypatch):
-    """A device count asked from C++ (the profiler's first run does) loads the driver but sets no flag in torch."""
+def test_a_template_whose_forks_the_driver_refuses_is_found(monkeypatch):
+    """A device count asked from C++ (the profiler's first run does) sets no flag in torch: the fork's cuInit tells."""
     from kernelbench.evaluation.worker import template
 
-    monkeypatch.setattr(template, "_driver_loaded", lambda: True)
-    assert not template.fork_is_usable()
+    monkeypatch.setattr(template, "_driver_refuses", lambda: True)
+    assert template._fork_fault() == 4 and not template.fork_is_usable()
+
+
+def test_a_step_that_would_spoil_the_forks_is_left_to_them(monkeypatch):
+    """A preloading step is tried in a scout fork first: one after which forks could not use CUDA is not taken."""
+    import torch
+
+    from kernelbench.evaluation.worker import template
+
+    def spoils() -> None:
+        torch.cuda._is_in_bad_fork = lambda: True  # (in the scout only)
+
+    assert template._fault_of_step(spoils) == 3
+    assert template._fault_of_step(lambda: None) == 0
+    assert template._fault_of_step(lambda: 1 / 0) == 5
+    assert template.fork_is_usable()  # the scout's step never reached this process
+
+
+def test_the_template_asks_nvml(monkeypatch):
+    """The template's environment asks NVML (``is_available()`` there spoils no fork); its forks remove it again
+    (the fresh-fork test's second problem fails if one did not)."""
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    template = ReferenceTemplate("cpu", worker_env("reference", "cpu", None, None))
+    try:
+        assert template.left_to_forks == []
+        env = Path(f"/proc/{template.process.pid}/environ").read_bytes().split(b"\0")
+        assert b"PYTORCH_NVML_BASED_CUDA_CHECK=1" in env and b"KB_TEMPLATE_ADDED_NVML_CHECK=1" in env
+    finally:
+        template.close()

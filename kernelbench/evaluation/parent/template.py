@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from kernelbench.evaluation import protocol
 from kernelbench.evaluation.channel import Blobs, ChannelClosed, ChannelTimeout, ProtocolError
 from kernelbench.evaluation.sandbox import WorkerProcess
+from kernelbench.evaluation.worker.template import NVML_ADDED_ENV, NVML_CHECK_ENV
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +133,20 @@ class ReferenceTemplate:
         self._lock = threading.Lock()
         self._lost: str | None = None
         t0 = time.monotonic()
+        env = dict(env)
+        if NVML_CHECK_ENV not in env:  # (see worker/template.py: its forks remove it again)
+            env.update({NVML_CHECK_ENV: "1", NVML_ADDED_ENV: "1"})
         self.process = WorkerProcess("reference", device, env, template=True)
         try:
             _startup_reply(self.process, protocol.Ready, start_timeout_s, "start the template of")
-        except RuntimeError as e:
+            report, _ = self.process.channel.recv(start_timeout_s)
+        except (RuntimeError, ChannelClosed, ChannelTimeout, ProtocolError) as e:
+            self.process.kill()
             raise TemplateUnavailable(str(e)) from None
+        #: Preloading steps the template left to each fork, because its forks could not have used CUDA after them.
+        self.left_to_forks = [str(x) for x in report.get("left_to_forks") or []]
+        if self.left_to_forks:
+            log.warning("%s: the reference template left to each fork: %s", device, "; ".join(self.left_to_forks))
         self.start_s = time.monotonic() - t0
 
     def _request(self, msg: dict, fds: list[int] = ()) -> dict:

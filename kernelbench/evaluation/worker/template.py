@@ -34,33 +34,84 @@ def _python_threads() -> int:
     return threading.active_count()
 
 
-def _driver_loaded() -> bool:
-    """Is the CUDA driver's library mapped into this process? Loaded on the first question to the driver (a device
-    count from C++, which sets no flag torch's forks can see): after it, a fork's CUDA fails to initialise."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libcuda.so" in line for line in f)
-    except OSError:
-        return False
+#: Set in the template's environment by the parent: ``torch.cuda.is_available()`` and ``device_count()`` then ask
+#: NVML, which forks survive, rather than the CUDA runtime, which no fork survives. A fork removes it again (its own
+#: questions go to the runtime, as a started worker's do) unless the parent's own environment had it.
+NVML_CHECK_ENV = "PYTORCH_NVML_BASED_CUDA_CHECK"
+#: Set with it by the parent when it added the variable (so that a fork knows to remove it).
+NVML_ADDED_ENV = "KB_TEMPLATE_ADDED_NVML_CHECK"
+
+#: Exit codes of a probe fork: why a fork of the template could not use CUDA.
+FORK_FAULTS = {3: "torch marks its forks as unable to use CUDA", 4: "the CUDA driver refuses to start in a fork",
+               5: "the step itself failed"}
 
 
-def fork_is_usable() -> bool:
-    """Can a fork of this process use CUDA? Asked of a fork itself: torch marks its forks "bad" once this process has
-    asked the driver anything (``torch.cuda.is_available()`` does; session 21's first template did, and every fork's
-    Init failed), and a bad fork refuses CUDA. Never ask the driver here to find out."""
+def _fork_fault() -> int:
+    """0 when a fork of this process can use CUDA, else a key of :data:`FORK_FAULTS`. Asked of a fork itself, without
+    asking the driver anything here: torch marks its forks "bad" once this process has asked the CUDA runtime anything
+    (``torch.cuda.is_available()`` does), and the driver's ``cuInit`` fails in a fork of a process that ran it (a device
+    count asked from C++, by the profiler's first run, sets no flag torch's forks can see: the fork's ``cuInit`` is the
+    test). Session 21's first template asked, and every fork's Init failed."""
     import torch
 
-    if torch.cuda.is_initialized() or _driver_loaded():
-        return False
+    if torch.cuda.is_initialized():
+        return 3
     pid = os.fork()
     if pid == 0:
-        code = 3
+        code = 5
         try:
-            code = 3 if torch.cuda._is_in_bad_fork() else 0
+            code = 3 if torch.cuda._is_in_bad_fork() else (4 if _driver_refuses() else 0)
         finally:
             os._exit(code)
     _, raw = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(raw) == 0
+    return os.waitstatus_to_exitcode(raw)
+
+
+def _driver_refuses() -> bool:
+    """In a probe fork: does ``cuInit(0)`` fail? (No driver at all, a CPU machine: nothing to refuse.)"""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return lib.cuInit(0) != 0
+
+
+def fork_is_usable() -> bool:
+    """Can a fork of this process use CUDA (:func:`_fork_fault`)?"""
+    return _fork_fault() == 0
+
+
+def _fault_of_step(step) -> int:
+    """Would ``step`` leave this process's forks unable to use CUDA? Run in a scout fork, which then asks a fork of
+    its own: the template takes a step only when its scout's forks were fine."""
+    pid = os.fork()
+    if pid == 0:
+        code = 5
+        try:
+            step()
+            code = _fork_fault()
+        finally:
+            os._exit(code)
+    _, raw = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(raw)
+
+
+def _preload_steps(device: str) -> list[tuple[str, object]]:
+    """What a reference worker imports as it starts, in steps the template takes only where its forks stay usable
+    (a step it leaves out, each fork takes itself, as a started worker does)."""
+    def worker_modules() -> None:
+        from kernelbench.evaluation.worker.process import Worker
+
+        # Every import a reference worker makes as it starts; not the profiler's first run, which asks the driver
+        # (each fork runs that itself, in a millisecond once the template has imported what it needs).
+        Worker("reference", device, warm_profiler=False)
+
+    def compiler_modules() -> None:
+        import torch._dynamo  # noqa: F401  (nearly all of the profiler's first run's second of imports)
+
+    return [("the worker's modules", worker_modules), ("torch._dynamo", compiler_modules)]
 
 
 def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
@@ -77,6 +128,8 @@ def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
         os.close(out_fd)
         os.close(err_fd)
         os.chdir(cwd)
+        if os.environ.pop(NVML_ADDED_ENV, None) == "1":
+            os.environ.pop(NVML_CHECK_ENV, None)
         from kernelbench.evaluation.channel import Channel
 
         serve_channel(Channel.from_fd(chan_fd), "reference", device)
@@ -99,18 +152,28 @@ def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
 def serve_template(device: str, fd: int) -> None:
     """The template's life: import and warm what a reference worker imports, say Ready, then fork on request."""
     from kernelbench.evaluation.channel import Blobs, Channel, ChannelClosed, ProtocolError
-    from kernelbench.evaluation.worker.process import Worker
 
     control = Channel.from_fd(fd)
     try:
-        # Every import a reference worker makes as it starts; not the profiler's first run, which asks the driver
-        # (each fork runs that itself, in a millisecond once the template has imported what it needs).
-        Worker("reference", device, warm_profiler=False)
-        if not fork_is_usable():
-            raise RuntimeError("CUDA was touched in the template (torch marks its forks as unable to use it)")
+        import torch  # noqa: F401
+
+        fault = _fork_fault()
+        if fault:
+            raise RuntimeError(f"importing torch left the template's forks unable to use CUDA: {FORK_FAULTS[fault]}")
+        left: list[str] = []
+        for name, step in _preload_steps(device):
+            fault = _fault_of_step(step)
+            if fault:
+                left.append(f"{name} ({FORK_FAULTS.get(fault, f'exit status {fault}')})")
+            else:
+                step()
+        fault = _fork_fault()
+        if fault:
+            raise RuntimeError(f"the template's forks cannot use CUDA: {FORK_FAULTS[fault]}")
         gc.collect()
         gc.freeze()  # what the children inherit stays shared with the template (no copy made by the collector)
         control.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
+        control.send({"ok": True, "left_to_forks": left})
     except BaseException as e:
         from kernelbench.evaluation.worker.process import _error_reply
 
