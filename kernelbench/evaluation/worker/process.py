@@ -66,9 +66,9 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
     """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
 
     def __init__(self, role: str, device: str, warm_profiler: bool = True):
-        """``warm_profiler=False``: import what the profiler's first run imports without running it (a reference
-        template: the run asks the CUDA driver how many devices there are, and no fork of a process that has asked
-        the driver anything can use CUDA)."""
+        """``warm_profiler=False``: leave out the profiler's first run (a reference template, which imports what the
+        run imports itself: the run asks the CUDA driver how many devices there are, and no fork of a process that has
+        asked the driver anything can use CUDA)."""
         import torch
 
         self.torch = torch
@@ -104,8 +104,6 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
             if self.is_cuda and warm_profiler:  # only CUDA evaluations profile (the CPU path counts interpreter launches)
                 self._warm_profiler()
-            elif self.is_cuda:
-                import torch._dynamo  # noqa: F401  (nearly all of the first run's second of imports)
         if role in ("candidate", "compile"):
             # What a candidate's Load imports (the extension cache's wrapper of load_inline pulls in setuptools, the
             # runtime guards): 0.1-0.2 s of every load, now paid while the spare starts, off the job's path.
