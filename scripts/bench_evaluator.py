@@ -70,6 +70,19 @@ def command_totals(rows: list[dict]) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def reference_starts(rows: list[dict]) -> dict[str, int]:
+    """How the run's reference workers came to be: forked from the session's template, or started (the template off,
+    or lost: its warning is in the log). A figure is comparable with another only where these agree."""
+    out = {"forked": 0, "started": 0}
+    for r in rows:
+        for role, what, _ in r.get("calls") or []:
+            if role == "reference" and what == workers.FORKED_START:
+                out["forked"] += 1
+            elif role == "reference" and what == workers.STARTED:
+                out["started"] += 1
+    return out
+
+
 def identity_summary(rows: list[dict]) -> dict[int, dict]:
     """Per level (and 0 for all levels): the counts issue 23's acceptance needs, from the rows main() writes."""
     out: dict[int, dict] = {}
@@ -242,6 +255,8 @@ def main() -> int:
     print(f"isolation: {', '.join(isolations)}; overlap {'off' if args.no_overlap else 'on'}; "
           "mean seconds per evaluation by stage (what the job waited for): "
           + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in stages.items()))
+    starts = reference_starts(rows)
+    print(f"reference workers: {starts['forked']} forked from the template, {starts['started']} started")
     by_command = command_totals(rows)
     if by_command:
         print("mean seconds per evaluation by worker command (role: command, trial numbers merged): "
@@ -259,7 +274,7 @@ def main() -> int:
                   f"spread {spread:.2%}")
     if args.out:
         Path(args.out).write_text(json.dumps({"total_s": total, "sandbox": args.sandbox, "isolation": isolations,
-                                              "overlap": not args.no_overlap,
+                                              "overlap": not args.no_overlap, "reference_workers": starts,
                                               "stage_means_s": {k: v / max(1, len(rows)) for k, v in stages.items()},
                                               "command_means_s": {k: v / max(1, len(rows))
                                                                   for k, v in by_command.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -58,6 +59,21 @@ def test_the_script_runs_on_the_cpu_and_prints_the_summary(tmp_path):
     assert all(isinstance(s, float) and s >= 0 for _, _, s in data["rows"][0]["calls"])
     assert data["command_means_s"]["candidate: correctness trial N"] > 0
     assert "by worker command" in out.stdout and "reference: reference setup" in out.stdout
+    assert data["reference_workers"] == {"forked": 0, "started": 1}  # (no template on the CPU by default)
+
+
+def test_the_summary_says_how_the_references_came_to_be(tmp_path):
+    """With the reference template on, every reference of the run is a fork, and the summary says so (a figure
+    compares with another only where these agree)."""
+    write_problems(tmp_path, {"1_Relu.py": problem_source(shape="16, 16"), "2_Relu.py": problem_source(shape="8, 8")})
+    env = {**os.environ, "KB_REFERENCE_TEMPLATE": "1"}
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_evaluator.py"), "--source", "directory",
+                          "--path", str(tmp_path), "--levels", "1", "--correctness-trials", "1",
+                          "--out", str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert data["reference_workers"]["forked"] >= 2 and data["reference_workers"]["started"] == 0
+    assert "forked from the template, 0 started" in out.stdout
 
 
 def test_command_totals_merge_trial_numbers_and_sort_largest_first():
