@@ -322,7 +322,10 @@ class WorkerProcess:
         if self.share_probe is not None:  # a probe never read (the load failed): its descriptor goes too
             self.share_probe[2].close_fds()
             self.share_probe = None
-        if self.proc.poll() is None:
+        kill_tree = getattr(self.proc, "kill_tree", None)  # a reference template's fork (parent/template.py)
+        if kill_tree is not None:
+            kill_tree()
+        elif self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -205,7 +205,7 @@ class DeviceSession:
                     self._template = ReferenceTemplate(self.device, worker_env("reference", self.device, None,
                                                                                  self.arch, self.reference_env))
                     observe("reference", "the reference template's start", self._template.start_s)
-                except TemplateUnavailable as e:
+                except Exception as e:  # (TemplateUnavailable, or the start itself: no process, no folder)
                     log.warning("%s: reference workers are started, not forked: %s", self.device, e)
                     self._use_template = False
             return self._template

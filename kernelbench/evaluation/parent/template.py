@@ -49,8 +49,11 @@ class TemplateUnavailable(RuntimeError):
 class ForkedProcess:
     """What :class:`WorkerProcess` needs of ``subprocess.Popen``, for a child of the template.
 
-    Its exit status is the template's to collect (``reap``); once the template is gone its children belong to init,
-    and an exit is seen through a pidfd (or the pid's absence) with the status unknown (-9 if we killed it, else 255).
+    Whether it has exited comes from a pidfd (no question to the template while it runs; an exited child stays a
+    zombie until the template reaps it, so its pid cannot be reused meanwhile), and it is signalled through the pidfd.
+    Its exit status is the template's to collect (``reap``); once the template is gone, or the child is no longer the
+    template's, the status is unknown: -9 if we killed it, else 255. One lock per process: an abort's kill and the job
+    thread's wait may come at once.
     """
 
     def __init__(self, template: ReferenceTemplate, pid: int, stdout, stderr):
@@ -59,14 +62,19 @@ class ForkedProcess:
         self.stdout, self.stderr = stdout, stderr
         self.returncode: int | None = None
         self._killed = False
+        self._lock = threading.Lock()
         try:
             self._pidfd: int | None = os.pidfd_open(pid)  # the template reaps only when asked: the pid is still ours
         except (AttributeError, OSError):
             self._pidfd = None
 
-    def _gone(self) -> bool:
+    def _exited(self) -> bool:
+        """Has the process exited (a zombie counts)? Without a pidfd (old kernels), the pid's absence or the template."""
         if self._pidfd is not None:
-            readable, _, _ = select.select([self._pidfd], [], [], 0)
+            try:
+                readable, _, _ = select.select([self._pidfd], [], [], 0)
+            except (OSError, ValueError):
+                return True
             return bool(readable)
         try:
             os.kill(self.pid, 0)
@@ -87,15 +95,21 @@ class ForkedProcess:
         return code
 
     def poll(self) -> int | None:
-        if self.returncode is not None:
-            return self.returncode
-        try:
-            code = self.template.reap(self.pid)
-        except TemplateUnavailable:
-            code = None
-            if self._gone():
-                return self._settle(-signal.SIGKILL if self._killed else 255)
-        return None if code is None else self._settle(code)
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            if self._pidfd is not None and not self._exited():
+                return None
+            unknown = -signal.SIGKILL if self._killed else 255
+            try:
+                code, gone = self.template.reap(self.pid)
+            except TemplateUnavailable:
+                return self._settle(unknown) if self._exited() else None
+            if code is not None:
+                return self._settle(code)
+            if gone or (self._pidfd is None and self._exited()):
+                return self._settle(unknown)
+            return None
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -105,22 +119,39 @@ class ForkedProcess:
                 return code
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"reference worker {self.pid}", timeout)
-            if self._pidfd is not None:  # sleeps until it exits (or 50 ms: the template may reap it meanwhile)
-                select.select([self._pidfd], [], [], 0.05)
-            else:
-                time.sleep(0.005)
+            time.sleep(0.005)
 
-    def kill(self) -> None:
-        self._killed = True
-        if self.returncode is None:
+    def send_signal(self, sig: int) -> None:
+        with self._lock:
+            if self.returncode is not None:
+                return
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, sig)
+                except (ProcessLookupError, OSError):
+                    pass
+                return
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, sig)
+    def kill(self) -> None:
+        self._killed = True
+        self.send_signal(signal.SIGKILL)
+
+    def kill_tree(self) -> None:
+        """Kill the worker and whatever it started (its own process group: it called setsid), as ``os.killpg`` does
+        for a started worker; the group is signalled only while the worker is alive, so its pid is not someone else's."""
+        self._killed = True
+        with self._lock:
+            alive = self.returncode is None and not self._exited()
+        if alive:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.kill()
 
 
 class ReferenceTemplate:
@@ -185,10 +216,13 @@ class ReferenceTemplate:
             raise TemplateUnavailable(f"the reference template answered a fork with pid {pid!r}")
         return ForkedProcess(self, pid, open(out_r, "rb"), open(err_r, "rb"))
 
-    def reap(self, pid: int) -> int | None:
-        """The child's exit status once it has exited (collected once: the caller keeps it), else None."""
-        code = self._request({"cmd": "reap", "pid": pid}).get("returncode")
-        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    def reap(self, pid: int) -> tuple[int | None, bool]:
+        """``(status, gone)``: the child's exit status once it has exited (collected once: the caller keeps it), else
+        None; ``gone`` when it is not (or no longer) the template's child, so that no status will come."""
+        reply = self._request({"cmd": "reap", "pid": pid})
+        code = reply.get("returncode")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        return code, bool(reply.get("gone"))
 
     def start_reference(self, env: Mapping[str, str] | None = None) -> WorkerProcess:
         """A reference worker forked from the template, once it has said Ready (its Init is still to come).

@@ -199,21 +199,28 @@ def serve_template(device: str, fd: int) -> None:
                     continue
                 sys.stdout.flush()
                 sys.stderr.flush()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as e:  # (a process limit, memory): this fork fails, the template stays
+                    control.send({"ok": False, "error": f"fork failed: {e}"})
+                    continue
                 if pid == 0:
                     _fork_child(control, fds, cwd, device)
                 control.send({"ok": True, "pid": pid})
             elif cmd == "reap":
                 # Once, when the child has exited: the parent keeps the status (a pid reaped here may be reused).
-                pid, status = msg.get("pid"), None
+                # "gone": not (or no longer) a child of the template, so no status will ever come.
+                pid, status, gone = msg.get("pid"), None, False
                 if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
                     try:
                         got, raw = os.waitpid(pid, os.WNOHANG)
                     except ChildProcessError:
-                        got, raw = 0, 0
+                        got, raw, gone = 0, 0, True
                     if got == pid:
                         status = os.waitstatus_to_exitcode(raw)
-                control.send({"ok": True, "returncode": status})
+                else:
+                    gone = True
+                control.send({"ok": True, "returncode": status, "gone": gone})
             else:
                 control.send({"ok": False, "error": f"unknown template command {cmd!r}"})
         finally:
