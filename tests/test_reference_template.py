@@ -7,6 +7,7 @@ references the usual way from then on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -36,6 +37,17 @@ def settings(**kw) -> EvalSettings:
                 sandbox="off")
     base.update(kw)
     return EvalSettings(**base)
+
+
+@contextlib.contextmanager
+def cpu_session():
+    """A CPU session as a batch makes one (one spare per kind, primed), closed at the end."""
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    session.prime("torch")
+    try:
+        yield session
+    finally:
+        session.close()
 
 
 @pytest.fixture
@@ -78,10 +90,8 @@ def test_references_are_forked_fresh_for_each_problem(tmp_path, forked, monkeypa
         1)
     problems = [one_problem(tmp_path / "a", leak, name="1_Leak.py"), one_problem(tmp_path / "b", check, "2_Check.py"),
                 one_problem(tmp_path / "c", problem_source(shape="8, 10"), name="3_Relu.py")]
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    session.prime("torch")
     pids = []
-    try:
+    with cpu_session() as session:
         assert session._use_template
         for p in problems:
             r = run_job(session, EvalJob(p, HONEST, settings()))
@@ -91,8 +101,6 @@ def test_references_are_forked_fresh_for_each_problem(tmp_path, forked, monkeypa
             template_pid = session._template.process.pid
             assert f"PPid:\t{template_pid}\n" in Path(f"/proc/{pid}/status").read_text()  # the template's child
             pids.append(pid)
-    finally:
-        session.close()
     assert len(set(pids)) == 3
     deadline = time.monotonic() + 10
     while any(map(_alive, [*pids, template_pid])) and time.monotonic() < deadline:
@@ -124,9 +132,7 @@ def test_a_lost_template_costs_only_speed(tmp_path, forked):
     """The template killed between two problems: the next reference is started the usual way and the job passes."""
     problems = [one_problem(tmp_path / f"p{i}", problem_source(shape=f"8, {8 + i}"), name=f"{i + 1}_Relu.py")
                 for i in range(2)]
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    session.prime("torch")
-    try:
+    with cpu_session() as session:
         assert run_job(session, EvalJob(problems[0], HONEST, settings())).correct
         template = session._template
         template.process.kill()
@@ -137,8 +143,6 @@ def test_a_lost_template_costs_only_speed(tmp_path, forked):
         assert r.correct, r.error
         assert not isinstance(session.reference.proc, ForkedProcess)
         assert session._template is None and not session._use_template
-    finally:
-        session.close()
 
 
 def test_a_template_that_cannot_start_leaves_references_started(tmp_path, forked, monkeypatch):
@@ -148,14 +152,10 @@ def test_a_template_that_cannot_start_leaves_references_started(tmp_path, forked
 
     monkeypatch.setattr(ReferenceTemplate, "__init__", broken)
     problem = one_problem(tmp_path / "p", problem_source())
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    session.prime("torch")
-    try:
+    with cpu_session() as session:
         r = run_job(session, EvalJob(problem, HONEST, settings()))
         assert r.correct, r.error
         assert not isinstance(session.reference.proc, ForkedProcess) and not session._use_template
-    finally:
-        session.close()
 
 
 def test_the_template_refuses_what_it_cannot_do():
@@ -210,16 +210,12 @@ def test_forked_references_that_fail_their_init_have_the_template_let_go(tmp_pat
 
     monkeypatch.setattr(session_module, "start_forked_reference", broken_fork)
     problem = one_problem(tmp_path / "p", problem_source())
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    session.prime("torch")
-    try:
+    with cpu_session() as session:
         r = run_job(session, EvalJob(problem, HONEST, settings()))
         assert r.correct, r.error
         assert made and session._template is None and not session._use_template
         assert not made[0].alive()
         assert not isinstance(session.reference.proc, ForkedProcess)
-    finally:
-        session.close()
 
 
 def test_one_failed_fork_keeps_the_template(tmp_path, forked, monkeypatch):
@@ -238,14 +234,10 @@ def test_one_failed_fork_keeps_the_template(tmp_path, forked, monkeypatch):
 
     monkeypatch.setattr(session_module, "start_forked_reference", once_broken)
     problem = one_problem(tmp_path / "p", problem_source())
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    session.prime("torch")
-    try:
+    with cpu_session() as session:
         r = run_job(session, EvalJob(problem, HONEST, settings()))
         assert r.correct, r.error
         assert session._template is not None and isinstance(session.reference.proc, ForkedProcess)
-    finally:
-        session.close()
 
 
 def test_the_template_asks_nvml(monkeypatch):

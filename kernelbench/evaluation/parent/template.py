@@ -224,12 +224,10 @@ class ReferenceTemplate:
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         return code, bool(reply.get("gone"))
 
-    def start_reference(self, env: Mapping[str, str] | None = None) -> WorkerProcess:
-        """A reference worker forked from the template, once it has said Ready (its Init is still to come).
-
-        ``env`` is what :class:`WorkerProcess` would give a started one; a fork has the template's environment, which
-        the session started with the same."""
-        return WorkerProcess("reference", self.device, dict(env or {}), launcher=self.fork)
+    def start_reference(self) -> WorkerProcess:
+        """A reference worker forked from the template, its Ready still to come (``workers.start_forked_reference``
+        waits for it). It has the template's environment, which the session started with a reference worker's."""
+        return WorkerProcess("reference", self.device, {}, launcher=self.fork)
 
     def alive(self) -> bool:
         return self._lost is None and self.process.alive()

@@ -236,9 +236,7 @@ def start_worker(role: str, device: str, backend: str | None = None, arch: str |
         raise ValueError("the reference worker runs trusted code only and is never confined")
     t0 = time.monotonic()
     w = WorkerProcess(role, device, worker_env(role, device, backend, arch, env_extra), confinement=confinement)
-    _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
-    observe(role, STARTED, time.monotonic() - t0)
-    _ = w.main_pid  # found now, while the worker runs trusted code only
+    _ready(w, STARTED, t0)
     if init:
         finish_init(w, send_init(w))
     return w
@@ -249,9 +247,14 @@ def start_forked_reference(template, device: str) -> WorkerProcess:
     :func:`start_worker` starts one with ``init=False``; raises :class:`~.template.TemplateUnavailable` when the
     template cannot fork, RuntimeError when the fork could not start."""
     t0 = time.monotonic()
-    w = template.start_reference()
+    return _ready(template.start_reference(), FORKED_START, t0)
+
+
+def _ready(w: WorkerProcess, how: str, t0: float) -> WorkerProcess:
+    """Wait for a new worker's Ready, record its start since ``t0`` as ``how``, and find its main pid now, while it
+    runs trusted code only."""
     _startup_reply(w, protocol.Ready, WORKER_START_TIMEOUT_S, "start")
-    observe("reference", FORKED_START, time.monotonic() - t0)
+    observe(w.role, how, time.monotonic() - t0)
     _ = w.main_pid
     return w
 

@@ -19,7 +19,6 @@ another thread at the fork would be held forever in the child.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import threading
@@ -170,8 +169,9 @@ def serve_template(device: str, fd: int) -> None:
         fault = _fork_fault()
         if fault:
             raise RuntimeError(f"the template's forks cannot use CUDA: {FORK_FAULTS[fault]}")
-        gc.collect()
-        gc.freeze()  # what the children inherit stays shared with the template (no copy made by the collector)
+        from kernelbench.evaluation.worker.process import _freeze_collected
+
+        _freeze_collected()  # what the children inherit stays shared with the template (no copy made by the collector)
         control.send(protocol.encode_reply(protocol.Ready(pid=os.getpid())))
         control.send({"ok": True, "left_to_forks": left})
     except BaseException as e:
