@@ -10,6 +10,8 @@
 #                 a adversarial corpus and built-in suite; b = evaltests; c = soltests (about 7 min);
 #                 d roofline, hardware, rates, generation, leaderboard, Modal worker (about 4 min);
 #                 basetests about 3.5 min. a and b together took 11 min.
+#   tests-quick   the launch trace, spare and template GPU tests of tests-b alone (timing flags incl. own-kernel share
+#                 and the decoy, the forked reference on the GPU, the overlap test; about 2 min)
 #   evaltests     the evaluator's GPU tests (failures survived, build cache, IEEE fp32 reference)
 #   soltests      worked solutions in-process on the GPU (tests/test_solutions_inprocess.py)
 #   dsl           issue 26: install the CuTe DSL and TileLang wheels carried in .dsl-wheels/ (see docs/benchmarks.md,
@@ -47,6 +49,9 @@
 #                 scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
 #                 call at 256M..10k elements; the fused watch's size and cost per check) and the fingerprint's GPU
 #                 tests (tests/test_fingerprint_gpu.py, honest candidates end to end with the fused path on)
+#   init-probe    scripts/probe_init_interference.py: does another process's Init (CUDA context, library warm-up) or exit
+#                 disturb a timing (quiet and storm phases, four workloads), and what an Init's pieces cost; then one
+#                 worker of each role started and Init'd as the evaluator does (scripts/probe_worker_init.py)
 #   repeat        five repeated timings of level 3 problem 3 (timing spread)
 #   probe         scripts/probe_placement.py: does GELU's time follow where its buffers land, or the process
 #                 (one process with placements kept, 8 processes in turn, 8 alive at once)?
@@ -162,6 +167,8 @@ for phase in "${phases[@]}"; do
       tests/test_profiling.py \
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
+    tests-quick) run tests-quick python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
+      tests/test_timing_flags_gpu.py tests/test_reference_template.py tests/test_overlap.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
       tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py tests/test_fingerprint_gpu.py \
       tests/test_reference_template.py ;;
@@ -250,6 +257,10 @@ for phase in "${phases[@]}"; do
     fingerprint) run worker-init python3 scripts/probe_worker_init.py --fingerprint "${KB_FINGERPRINT:-fused}" --wait 90
       run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
+    init-probe) run init-probe python3 scripts/probe_init_interference.py --json "$OUT/probe_init_interference.json"
+      for role in candidate reference; do
+        run "worker-init-$role" python3 scripts/probe_worker_init.py --role "$role" --fingerprint torch --wait 60
+      done ;;
     repeat) run repeat python3 scripts/bench_evaluator.py --level 3 --problem-id 3 --repeat 5 --out "$OUT/bench_repeat.json" ;;
     probe) run probe python3 scripts/probe_placement.py --keep --out "$OUT/probe_placement.json"
       run probe-processes python3 scripts/probe_placement.py --processes 8 --alloc-conf expandable_segments:True \

@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -300,6 +303,41 @@ def test_patch_snapshot_sees_replaced_functions_and_code():
         assert "torch.cuda.Event.record" in before.changes(rt.PatchSnapshot.take())
     finally:
         target.__code__ = saved
+
+
+def test_patch_snapshot_sees_the_launch_traces_profiler_replaced():
+    """The launch trace runs under torch.autograd.profiler.profile (worker/trace.py: kineto_profile), after candidate
+    code: a fake profiler there would report a clean trace."""
+    from torch.autograd import profiler
+
+    before = rt.PatchSnapshot.take()
+    cls, exporter = profiler.profile, profiler.profile.export_chrome_trace
+    try:
+        profiler.profile = type("profile", (), {})
+        assert "torch.autograd.profiler.profile" in before.changes(rt.PatchSnapshot.take())
+        profiler.profile = cls
+        cls.export_chrome_trace = lambda self, path: None
+        assert "torch.autograd.profiler.profile.export_chrome_trace" in before.changes(rt.PatchSnapshot.take())
+    finally:
+        profiler.profile, cls.export_chrome_trace = cls, exporter
+    assert before.changes(rt.PatchSnapshot.take()) == []
+
+
+def test_the_launch_traces_profiler_imports_neither_inductor_nor_dynamo(tmp_path):
+    """torch.profiler.profile's start asks hasattr(torch, "_inductor"), which imports torch._inductor and torch._dynamo:
+    4-5 s of every worker's start on the GPU machines (session 22), where each worker runs the profiler once as it
+    starts. The trace's profiler must not; in a fresh interpreter, so nothing imported them before."""
+    code = ("import sys, torch\n"
+            "from kernelbench.evaluation.worker.trace import kineto_profile\n"
+            "with kineto_profile(torch, cuda=False) as prof:\n"
+            "    torch.ones(8).add_(1)\n"
+            f"prof.export_chrome_trace({str(tmp_path / 'trace.json')!r})\n"
+            "print(sorted(m for m in ('torch._inductor', 'torch._dynamo') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=str(Path(__file__).resolve().parents[1]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "traceEvents" in (tmp_path / "trace.json").read_text()
 
 
 def test_export_arena_packs_copies_aligned_and_falls_back_to_clones():

@@ -43,6 +43,9 @@ _TORCH_ATTRS = {
     "torch._C": ["_len_torch_function_stack", "_len_torch_dispatch_stack"],
     "torch.nn.Module": ["__call__", "_call_impl", "to", "eval", "train"],
     "torch.profiler": ["profile"],
+    # The launch trace's profiler (worker/trace.py: kineto_profile), read when the trace starts, after candidate code.
+    "torch.autograd.profiler": ["profile"],
+    "torch.autograd.profiler.profile": ["__init__", "__enter__", "__exit__", "export_chrome_trace"],
     "time": ["perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "sleep",
              "process_time"],
     "threading": ["Thread", "active_count", "enumerate"],

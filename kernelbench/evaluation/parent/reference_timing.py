@@ -92,7 +92,7 @@ def measure_reference(session: DeviceSession, problem, mode: str = "eager",
         setup_timeout = s.compile_timeout_s if COMPILE_MODES[mode] else s.stage_timeout_s * 2
         setup = set_up_reference(worker, problem, mode, s, secret, setup_timeout, f"{mode} setup")
         setup_s = time.monotonic() - t0
-        session.quiesce()
+        session.quiesce(strict=True)  # an absolute time: no Init or exit beside it
         with pinned(session.cores, session.slot, worker.main_pid, None):
             side, rounds, why = _time_alone(worker, mode, s, secret)
         return ReferenceTiming(mode=mode, timing=TimingStats(samples_ms=side.samples_ms,

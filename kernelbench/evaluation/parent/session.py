@@ -9,6 +9,7 @@ session also holds the CPU core its timed processes are pinned to.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,17 +42,39 @@ log = logging.getLogger(__name__)
 
 #: Spares started ahead per kind on a GPU, and how many of them (the first in line) hold a CUDA context. Session 20
 #: (two H200s, official levels 1-3): once a job's load and releases had got fast, jobs waited 0.3-0.6 s on average for
-#: a started worker with four of each kind (a start takes 8-11 s there, a job 2-3 s). More processes starting at once
-#: would supply more, with the GPU memory of four contexts, at the cost of host memory and CPUs (a Modal container has
-#: 8 CPUs and 32 GiB): unmeasured, so the default stays four and ``KB_SPARES`` sets another number.
-GPU_SPARES = 4
+#: a started worker with four of each kind (a start takes 8-11 s there, a job 2-3 s). Six processes per kind start at
+#: once where the host has :data:`MANY_CPUS_PER_GPU` CPUs per GPU (the lent machines have 16), four elsewhere (a Modal
+#: container has 8 CPUs and 32 GiB for all of them); only four per kind hold a context (GPU memory) either way.
+#: ``KB_SPARES`` sets another number.
+GPU_SPARES = 6
+GPU_SPARES_FEW_CPUS = 4
+MANY_CPUS_PER_GPU = 12
 GPU_SPARES_WITH_CONTEXT = 4
 SPARES_ENV = "KB_SPARES"
+#: ``1``: no spare creates its CUDA context (Init) while a job is timed, and the last problem's reference has exited
+#: before a timing begins (the rule before session 22). Default: they go on beside a timing, which
+#: scripts/probe_init_interference.py found leaves timed medians unchanged (session 22, H200: within 0.02% on four
+#: workloads, with two processes creating contexts, warming cuBLAS and cuDNN and exiting back to back; only a few
+#: single calls were slower), while jobs had waited 0.7-0.9 s each for those Inits. A baseline's timing (an absolute
+#: time, no reference beside it) always waits for them.
+QUIET_INITS_ENV = "KB_QUIET_INITS"
 
 
-def spares_default(env: Mapping[str, str] | None = None) -> int:
-    """Spares per kind on a GPU: ``KB_SPARES`` when set (a whole number >= 0), else :data:`GPU_SPARES`."""
-    return whole_number_from_env(SPARES_ENV, GPU_SPARES, "spare workers per kind", env)
+def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | None = None) -> int:
+    """Spares per kind on a GPU: ``KB_SPARES`` when set (a whole number >= 0), else :data:`GPU_SPARES` where the host
+    has at least :data:`MANY_CPUS_PER_GPU` CPUs per visible GPU and :data:`GPU_SPARES_FEW_CPUS` where it has fewer."""
+    if cpus_per_gpu is None:
+        cpus_per_gpu = len(os.sched_getaffinity(0)) / max(1, len(visible_devices()))
+    default = GPU_SPARES if cpus_per_gpu >= MANY_CPUS_PER_GPU else GPU_SPARES_FEW_CPUS
+    return whole_number_from_env(SPARES_ENV, default, "spare workers per kind", env)
+
+
+def quiet_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """``KB_QUIET_INITS=1``: spares' Inits and references' exits wait for the GPU to be quiet (see QUIET_INITS_ENV)."""
+    raw = ((os.environ if env is None else env).get(QUIET_INITS_ENV) or "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{QUIET_INITS_ENV} must be 0 or 1, got {raw!r}")
+    return raw == "1"
 
 
 #: Spares tried in turn when one's start or Init failed, before the job fails on our side.
@@ -114,7 +137,7 @@ class DeviceSession:
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
                  reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
-                 pin_cpus: bool | None = None, initialised: int | None = None):
+                 pin_cpus: bool | None = None, initialised: int | None = None, quiet_inits: bool | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -155,6 +178,11 @@ class DeviceSession:
         # for the threads that start spares: once quiesce() holds it, no Init begins until allow_gpu_init().
         self._gate = threading.RLock()
         self._gpu_quiet = True
+        #: Whether Inits wait for the GPU to be quiet during every timing (``KB_QUIET_INITS``), and during this one.
+        self.quiet_inits = quiet_inits_wanted() if quiet_inits is None else bool(quiet_inits)
+        self._strict = self.quiet_inits
+        #: Set by abort() and close(): no spare begins an Init from then on.
+        self._stopping = False
         #: Last problems' references exiting in the background (their CUDA contexts' teardown); over before a timing.
         self._closing: list[threading.Thread] = []
         #: Reference workers are forked from one template process (``KB_REFERENCE_TEMPLATE``; on a GPU by default),
@@ -238,7 +266,7 @@ class DeviceSession:
         next :meth:`allow_gpu_init`). Waiting for the next job to begin had left half of a level's new problems
         waiting 0.1-1.5 s for their reference's context (session 20, H200)."""
         with self._gate:
-            if self._gpu_quiet and any(sp is spare for sp in self._due()):
+            if self._may_init() and any(sp is spare for sp in self._due()):
                 spare.begin_init()
 
     def _due(self) -> list[Spare]:
@@ -246,9 +274,14 @@ class DeviceSession:
         lists = [*self._spare_candidates.values(), self._spare_references]
         return [sp for lst in lists for sp in lst[:self.init_depth]]
 
+    def _may_init(self) -> bool:
+        """May a spare begin its Init now (under the gate)? Unless stopping: when nothing is timed, or when the timing
+        under way lets Inits go on beside it (see QUIET_INITS_ENV)."""
+        return not self._stopping and (self._gpu_quiet or not self._strict)
+
     def _begin_due(self) -> None:
         with self._gate:
-            if self._gpu_quiet:
+            if self._may_init():
                 for sp in self._due():
                     sp.begin_init()
 
@@ -311,10 +344,15 @@ class DeviceSession:
             self._gpu_quiet = True
         self._begin_due()
 
-    def quiesce(self) -> None:
-        """About to time: every CUDA context creation under way, and every last reference's exit, must be over first."""
+    def quiesce(self, strict: bool = False) -> None:
+        """About to time. With quiet Inits (``KB_QUIET_INITS=1``, or ``strict``: a baseline's absolute time), every
+        CUDA context creation under way, and every last reference's exit, is over first and none begins until
+        :meth:`allow_gpu_init`; otherwise they go on beside the timing (QUIET_INITS_ENV says why)."""
         with self._gate:
             self._gpu_quiet = False
+            self._strict = strict or self.quiet_inits
+        if not self._strict:
+            return
         for sp in self._all_spares():
             try:
                 sp.finish_init()
@@ -390,7 +428,7 @@ class DeviceSession:
         """Stop the job under way now (Ctrl-C): kill its candidate and the reference worker, and every
         spare already started. Called from another thread; whatever the job then reports is discarded."""
         self.aborted = True
-        self._gpu_quiet = False  # no spare begins an Init from here on (no lock taken: abort never waits)
+        self._stopping = True  # no spare begins an Init from here on (no lock taken: abort never waits)
         for w in (self.in_flight, self.reference):
             if w is not None:
                 w.kill()
@@ -401,7 +439,7 @@ class DeviceSession:
 
     def close(self) -> None:
         with self._gate:
-            self._gpu_quiet = False  # no spare begins an Init from here on
+            self._stopping = True  # no spare begins an Init from here on
         self.drop_reference()
         self._closed_references()
         for sp in self._all_spares():

@@ -209,15 +209,14 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
-        """Run the profiler once on the CPU when the process starts, before any CUDA context exists.
+        """Run the launch trace's profiler once on the CPU when the process starts, before any CUDA context exists:
+        whatever its first run sets up happens before the patch snapshot and off a job's path. CUPTI itself starts
+        only at the launch trace, after timing, so neither process has it running while the two are timed. (Through
+        ``torch.profiler.profile`` this first run imported torch._dynamo, 4-5 s of a start on the GPU machines:
+        ``trace.kineto_profile`` says why it is not used.)"""
+        from kernelbench.evaluation.worker.trace import kineto_profile
 
-        The first profile costs seconds of imports (hundreds of modules) and rebinds torch functions,
-        which must happen before the patch snapshot; CPU work only, so a spare does it while another
-        process is timed. CUPTI itself starts only at the launch trace, after timing, so neither
-        process has it running while the two are timed."""
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]):
+        with kineto_profile(self.torch, cuda=False):
             self.torch.ones(8).add_(1)
 
     def _warm_libraries(self) -> None:
@@ -245,6 +244,12 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             tree, leaves = self.transport.flatten(b.clone())
             self.compare.compare_outputs(tree, leaves, b, 1e-4, 1e-4)
             self.compare.tensors_equal(a, a.clone())
+            # The timed calls' own work: the fingerprint of an output with its bounds (its kernels' first launch
+            # took 0.07 s, session 22, H200: the first timed block of each side was 45 ms longer than the next ones
+            # on every problem) and the launch cushion's spin (7 ms at its first launch). A fingerprinter of its own:
+            # the worker's makes its buffers for the problem's outputs at the end of the warm-up.
+            self.compare.Fingerprinter().measure([b.reshape(-1)], (1e-4, 1e-4), key=1)
+            torch.cuda._sleep(1000)
             del a, b, tree, leaves
         self._sync()
         torch.cuda.empty_cache()

@@ -14,6 +14,21 @@ from kernelbench.evaluation import protocol
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 
 
+def kineto_profile(torch, cuda: bool):
+    """The profiler the launch trace runs under: torch's kineto profiler, asked for GPU activity only (``cuda``) or
+    host activity only.
+
+    Not ``torch.profiler.profile``, which is this same profiler behind a wrapper whose start asks
+    ``hasattr(torch, "_inductor")``: that imports torch._inductor and torch._dynamo (about 900 modules), which cost
+    every worker 4-5 s of its start on the lent GPU machines (session 22: a candidate worker took 8.8 s to start, of
+    which importing torch took 4). The trace and its chrome export are the same."""
+    from torch.autograd import profiler
+
+    if cuda:
+        return profiler.profile(use_cpu=False, use_device="cuda", use_kineto=True)
+    return profiler.profile(use_cpu=True, use_kineto=True)
+
+
 class TraceCommands:
     """The ``profile`` and ``launches`` commands (a mixin of Worker)."""
 
@@ -45,9 +60,7 @@ class TraceCommands:
             self._sync()
             del out
         self._sync()
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]) as prof, self.launch_recorder.recording() as launched:
+        with kineto_profile(torch, cuda=True) as prof, self.launch_recorder.recording() as launched:
             torch.cuda._sleep(1000)  # marker kernel ("spin_kernel") on the stream being timed
             out = self._forward(x, int(cmd.fwd_seed))
             self._sync()
