@@ -16,6 +16,8 @@ from kernelbench.evaluation.channel import Channel, ProtocolError
 #: None, an infinite float).
 EXAMPLES: list[p.Command | p.Reply] = [
     p.Init(),
+    p.Init(warm=False),
+    p.Warm(),
     p.Setup(code="class Model: ...", precision="fp32", atol=1e-4, rtol=1e-4, init_seed=42, probe_seed=7,
             ieee_fp32=True, compile_mode=None),
     p.Load(problem_code="x = 1", source="y = 2", backend="triton", record_launches=True, precision="bf16", init_seed=42, eval_mode=False,
@@ -38,6 +40,7 @@ EXAMPLES: list[p.Command | p.Reply] = [
                  builds=[{"name": "ext", "failed": True, "error": "nvcc"}]),
     p.DoneReply(),
     p.InitReply(env={"device": "cpu", "torch": "2.13"}, preloaded=["torch._dynamo"], init_s=0.25),
+    p.WarmReply(warm_s=0.4),
     p.SetupReply(stochastic=True, nondeterministic=False, compile_s=1.5, compile_cache={"fxgraph_cache_hit": 1}),
     p.LoadReply(import_s=0.25, builds=[], threads_started=0, findings=[{"rule": "r", "severity": "warning"}]),
     p.ExportReply(tree={"t": "tuple", "items": []}, outputs=[], inputs=[], threads_started=None),

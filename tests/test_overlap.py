@@ -329,11 +329,12 @@ def test_the_number_of_spares_on_a_gpu_follows_the_cpus_per_gpu_unless_kb_spares
             spares_default({"KB_SPARES": bad}, cpus_per_gpu=16)
 
 
-def test_by_default_spares_create_their_contexts_beside_a_timing_and_the_last_reference_exits_beside_it(tmp_path):
+def test_by_default_spares_create_their_contexts_beside_a_timing_and_warm_up_only_after_it(tmp_path):
     """Session 21 (H200): jobs waited 0.7-0.9 s each for spares' Inits, which waited for the GPU to be quiet; session
-    22's probe (scripts/probe_init_interference.py) found Inits and exits in other processes leave timed medians
-    unchanged. Now, unless KB_QUIET_INITS=1, a spare that starts during a timing begins its Init at once, quiesce()
-    waits for no Init and no exit, and a baseline's strict quiesce still waits for both."""
+    22's probe (scripts/probe_init_interference.py) found a context's creation and a process's exit beside a timed
+    matmul harmless, the libraries' warm-up not. Now, unless KB_QUIET_INITS=1, a spare that starts during a timing
+    creates its context at once and warms up only once the timing is over, quiesce() waits for no context and no
+    exit, and a baseline's strict quiesce still waits for both."""
     import time
 
     from kernelbench.evaluation.parent.session import quiet_inits_wanted
@@ -350,8 +351,14 @@ def test_by_default_spares_create_their_contexts_beside_a_timing_and_the_last_re
         session.prime("torch")
         _started(session._all_spares())
         time.sleep(0.2)  # the done-callbacks have run by now
-        assert all(sp.init_sent is not None for sp in session._all_spares()), "an Init waited for the timing's end"
+        assert all(sp.init_sent is not None for sp in session._all_spares()), "a context waited for the timing's end"
+        for sp in session._all_spares():
+            sp._context.wait(120)
+        time.sleep(0.2)
+        assert all(sp.context_ready for sp in session._all_spares())
+        assert all(sp.warm_sent is None for sp in session._all_spares()), "a warm-up began during a timing"
         session.allow_gpu_init()
+        assert all(sp.warm_sent is not None for sp in session._all_spares()), "no warm-up once the timing was over"
         ref, _ = session.reference_for(job, probe_seed=1)
         real_close = ref.close
 

@@ -69,7 +69,19 @@ class Command:
 
 @dataclass(frozen=True)
 class Init(Command):
+    """Create the CUDA context; with ``warm``, also load what every job's first GPU work would (``Warm``)."""
+
     NAME: ClassVar[str] = "init"
+    #: False: the context alone, the libraries' warm-up left to a later ``Warm`` (a spare's Init beside a timing:
+    #: parent/session.py, QUIET_INITS_ENV, says which part disturbs a timing and which does not).
+    warm: bool = True
+
+
+@dataclass(frozen=True)
+class Warm(Command):
+    """After an ``Init(warm=False)``: the libraries' warm-up (cuBLAS, cuDNN, the evaluator's own kernels)."""
+
+    NAME: ClassVar[str] = "warm"
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,13 @@ class InitReply(Reply):
 
 
 @dataclass(frozen=True)
+class WarmReply(Reply):
+    KIND: ClassVar[str] = "warm"
+    #: Seconds the warm-up took (what a timing waits for when a spare's warm-up is under way as it begins).
+    warm_s: float
+
+
+@dataclass(frozen=True)
 class SetupReply(Reply):
     KIND: ClassVar[str] = "setup"
     stochastic: bool
@@ -354,10 +373,10 @@ class LaunchesReply(Reply):
 
 # ---------------------------------------------------------------------------- the codec
 COMMANDS: dict[str, type[Command]] = {c.NAME: c for c in (
-    Init, Setup, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches, Profile, Launches,
-    Exit)}
+    Init, Warm, Setup, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches, Profile,
+    Launches, Exit)}
 REPLIES: dict[str, type[Reply]] = {r.KIND: r for r in (
-    Ready, ErrorReply, DoneReply, InitReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply, TimeReply,
+    Ready, ErrorReply, DoneReply, InitReply, WarmReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply, TimeReply,
     PatchReply, ProfileReply, LaunchesReply)}
 R = TypeVar("R", bound=Reply)
 
@@ -421,5 +440,5 @@ __all__ = [
     "COMMANDS", "REPLIES", "CheckPatches", "Command", "Compare", "CompareReply", "DoneReply", "ErrorReply",
     "Exit", "ExportLast", "ExportReply", "Init", "InitReply", "Launches", "LaunchesReply", "Load", "LoadReply",
     "PatchReply", "Profile", "ProfileReply", "Ready", "Release", "Reply", "Run", "Setup", "SetupReply", "Time",
-    "TimeReply", "decode_command", "decode_reply", "encode_command", "encode_reply",
+    "TimeReply", "Warm", "WarmReply", "decode_command", "decode_reply", "encode_command", "encode_reply",
 ]

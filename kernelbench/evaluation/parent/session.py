@@ -51,12 +51,15 @@ GPU_SPARES_FEW_CPUS = 4
 MANY_CPUS_PER_GPU = 12
 GPU_SPARES_WITH_CONTEXT = 4
 SPARES_ENV = "KB_SPARES"
-#: ``1``: no spare creates its CUDA context (Init) while a job is timed, and the last problem's reference has exited
-#: before a timing begins (the rule before session 22). Default: they go on beside a timing, which
-#: scripts/probe_init_interference.py found leaves timed medians unchanged (session 22, H200: within 0.02% on four
-#: workloads, with two processes creating contexts, warming cuBLAS and cuDNN and exiting back to back; only a few
-#: single calls were slower), while jobs had waited 0.7-0.9 s each for those Inits. A baseline's timing (an absolute
-#: time, no reference beside it) always waits for them.
+#: A spare's Init is two steps: its CUDA context, then its libraries' warm-up (cuBLAS, cuDNN, the evaluator's own
+#: kernels). The warm-up never runs while a job is timed: scripts/probe_init_interference.py (session 22, H200) timed a
+#: 4096 matmul beside processes doing a whole Init and exiting, and 56 of 2070 calls were 10% slower (none of 4159
+#: quiet), while beside processes creating a context and exiting only 3 were 2-5% slower (conv, ReLU: 1-2 either way).
+#: The sweep showed what the medians did not: with whole Inits beside the timings (official level 2), a Gemm's timed
+#: calls fell into two bands 14% apart and timing needed 59 calls per side instead of 24. So the context is created,
+#: and the last problem's reference exits, beside a timing; the warm-up waits for the GPU to be quiet. ``1``: the
+#: context and the exit wait too (the rule before session 22); a baseline's timing (an absolute time, no reference
+#: beside it) always waits for them.
 QUIET_INITS_ENV = "KB_QUIET_INITS"
 
 
@@ -205,10 +208,11 @@ class DeviceSession:
 
     def _spawn(self, role: str, backend: str | None) -> Spare:
         if role == "reference":
-            spare = Spare(self._pool.submit(self._start_reference))
+            spare = Spare(self._pool.submit(self._start_reference), self._context_ready)
         else:
             conf = self.confinement if role == "candidate" else None
-            spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, None, conf))
+            spare = Spare(self._pool.submit(start_worker, role, self.device, backend, self.arch, False, None, conf),
+                          self._context_ready)
         spare.future.add_done_callback(lambda _: self._started(spare))
         return spare
 
@@ -262,12 +266,19 @@ class DeviceSession:
             sp.discard()
 
     def _started(self, spare: Spare) -> None:
-        """A spare's process has started: it creates its CUDA context now unless a timing is under way (then at the
-        next :meth:`allow_gpu_init`). Waiting for the next job to begin had left half of a level's new problems
-        waiting 0.1-1.5 s for their reference's context (session 20, H200)."""
+        """A spare's process has started: it creates its CUDA context now if it is first in line (beside a timing too,
+        unless Inits are kept quiet), and warms its libraries once that is done and nothing is timed. Waiting for the
+        next job to begin had left half of a level's new problems waiting 0.1-1.5 s for their reference's context
+        (session 20, H200)."""
         with self._gate:
             if self._may_init() and any(sp is spare for sp in self._due()):
                 spare.begin_init()
+
+    def _context_ready(self, spare: Spare) -> None:
+        """(The spare's reader thread) its context is ready: the warm-up begins now if nothing is timed."""
+        with self._gate:
+            if self._may_warm() and any(sp is spare for sp in self._due()):
+                spare.begin_warm()
 
     def _due(self) -> list[Spare]:
         """The spares first in line of each kind: those that create their CUDA contexts ahead of need."""
@@ -275,15 +286,22 @@ class DeviceSession:
         return [sp for lst in lists for sp in lst[:self.init_depth]]
 
     def _may_init(self) -> bool:
-        """May a spare begin its Init now (under the gate)? Unless stopping: when nothing is timed, or when the timing
-        under way lets Inits go on beside it (see QUIET_INITS_ENV)."""
+        """May a spare create its CUDA context now (under the gate)? Unless stopping: when nothing is timed, or when
+        the timing under way lets contexts be created beside it (see QUIET_INITS_ENV)."""
         return not self._stopping and (self._gpu_quiet or not self._strict)
+
+    def _may_warm(self) -> bool:
+        """May a spare warm its libraries now (under the gate)? Only while nothing is timed."""
+        return not self._stopping and self._gpu_quiet
 
     def _begin_due(self) -> None:
         with self._gate:
-            if self._may_init():
-                for sp in self._due():
+            init, warm = self._may_init(), self._may_warm()
+            for sp in self._due():
+                if init:
                     sp.begin_init()
+                if warm:
+                    sp.begin_warm()
 
     def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
         # A backend's worker environment (the Triton interpreter on the CPU) is set when the worker
@@ -345,24 +363,27 @@ class DeviceSession:
         self._begin_due()
 
     def quiesce(self, strict: bool = False) -> None:
-        """About to time. With quiet Inits (``KB_QUIET_INITS=1``, or ``strict``: a baseline's absolute time), every
-        CUDA context creation under way, and every last reference's exit, is over first and none begins until
-        :meth:`allow_gpu_init`; otherwise they go on beside the timing (QUIET_INITS_ENV says why)."""
+        """About to time: every spare's warm-up under way is over first, and none begins until :meth:`allow_gpu_init`.
+        With quiet Inits (``KB_QUIET_INITS=1``, or ``strict``: a baseline's absolute time) so is every CUDA context's
+        creation under way and every last reference's exit; otherwise those go on beside the timing
+        (QUIET_INITS_ENV says why)."""
         with self._gate:
             self._gpu_quiet = False
             self._strict = strict or self.quiet_inits
-        if not self._strict:
-            return
         for sp in self._all_spares():
             try:
-                sp.finish_init()
+                if self._strict:
+                    sp.finish_init()
+                else:  # contexts go on being created; a warm-up under way (its kernels) is over first
+                    sp.finish_warm()
             except Exception:
                 pass  # (kept in sp.error)
             if sp.error is not None:  # out of line, its worker killed: the timing goes on (not the job's failure)
                 log.warning("%s: a spare worker's Init failed (%s); it is dropped", self.device, sp.error)
                 self._forget(sp)
                 sp.discard()
-        self._closed_references()
+        if self._strict:
+            self._closed_references()
 
     def _closed_references(self) -> None:
         closing, self._closing = self._closing, []

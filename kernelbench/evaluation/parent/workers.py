@@ -281,9 +281,10 @@ def _startup_reply(w: WorkerProcess, expect: type[R], timeout: float, verb: str)
     return msg
 
 
-def send_init(w: WorkerProcess) -> float:
-    """Ask the worker to create its CUDA context; returns when (for :func:`finish_init`'s deadline)."""
-    w.channel.send(protocol.encode_command(protocol.Init()))
+def send_init(w: WorkerProcess, warm: bool = True) -> float:
+    """Ask the worker to create its CUDA context (with ``warm``, also to warm its libraries); returns when (for
+    :func:`finish_init`'s deadline)."""
+    w.channel.send(protocol.encode_command(protocol.Init(warm=warm)))
     return time.monotonic()
 
 
@@ -294,57 +295,146 @@ def finish_init(w: WorkerProcess, sent_at: float) -> None:
     w.info = reply.env or {}
     w.preloaded = list(reply.preloaded or [])
     if isinstance(reply.init_s, (int, float)):
-        observe(w.role, "Init in the worker (context, warm-up; mostly beside other work)", float(reply.init_s))
+        observe(w.role, INIT_LABEL, float(reply.init_s))
+
+
+def send_warm(w: WorkerProcess) -> float:
+    """Ask a worker initialised without its warm-up to warm its libraries now; returns when."""
+    w.channel.send(protocol.encode_command(protocol.Warm()))
+    return time.monotonic()
+
+
+def finish_warm(w: WorkerProcess, sent_at: float) -> None:
+    remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
+    reply = _startup_reply(w, protocol.WarmReply, remaining, "warm up")
+    if isinstance(reply.warm_s, (int, float)):
+        observe(w.role, WARM_LABEL, float(reply.warm_s))
+
+
+#: What :func:`observe` calls a spare's Init (its CUDA context) and its warm-up, as the workers report them.
+INIT_LABEL = "Init in the worker (context; mostly beside other work)"
+WARM_LABEL = "warm-up in the worker (libraries; beside untimed work)"
 
 
 class Spare:
     """A worker started ahead of need.
 
-    Starting Python and importing torch happens whenever; creating the CUDA context (and starting
-    the profiler) disturbs other processes' GPU timings, so it happens only when the session says
-    nothing is being timed (``begin_init``), and is finished before the next timing (``finish_init``).
+    Starting Python and importing torch happens whenever. Its CUDA context (``Init`` without the warm-up) is created
+    as soon as the session allows (``begin_init``: beside a timing too, unless Inits are kept quiet), its libraries'
+    warm-up (``Warm``) only while nothing is timed (``begin_warm``); parent/session.py, QUIET_INITS_ENV, says why.
+    A thread of its own reads the two replies as they come, and tells the session when the context is ready
+    (``on_context``: it begins the warm-up there if the GPU is quiet). ``take`` waits for both, sending what is left.
     """
 
-    def __init__(self, future: Future):
+    def __init__(self, future: Future, on_context: Callable[[Spare], None] | None = None):
         self.future = future
         self.worker: WorkerProcess | None = None
         self.init_sent: float | None = None
+        self.warm_sent: float | None = None
+        #: Both replies read, or failed, or the spare discarded.
         self.ready = False
-        #: Why its Init failed (its worker is then killed): take() raises it rather than hand out a dead worker.
+        #: Why its Init or warm-up failed (its worker is then killed): take() raises it rather than hand out a dead one.
         self.error: Exception | None = None
-        # begin_init may come from the thread that started the process (DeviceSession: as soon as it has started,
-        # when nothing is timed) while the job's thread takes or finishes it: one Init, sent once.
+        self._on_context = on_context
+        # begin_init may come from the thread that started the process (DeviceSession: as soon as it has started)
+        # while the job's thread takes it or a quiesce() finishes its warm-up: one Init and one Warm, each sent once.
         self._lock = threading.Lock()
+        self._context = threading.Event()  # the Init answered (or failed)
+        self._warm_go = threading.Event()  # the Warm sent, or the spare discarded: the reader goes on
+        self._done = threading.Event()  # every reply read (or failed, or discarded)
+        self._discarded = False
+        self._reader: threading.Thread | None = None
+
+    @property
+    def context_ready(self) -> bool:
+        return self._context.is_set() and self.error is None
 
     def begin_init(self) -> None:
+        """Send the Init (the context alone) once the process has started; a thread reads its reply."""
         with self._lock:
-            if self.ready or self.init_sent is not None or not self.future.done():
+            if self.init_sent is not None or self.error is not None or self._discarded or not self.future.done():
                 return
             try:
                 self.worker = self.future.result()
-                self.init_sent = send_init(self.worker)
+                self.init_sent = send_init(self.worker, warm=False)
             except Exception as e:
-                self.ready, self.error = True, e  # a broken spare: take() raises this
+                self._failed(e)  # a broken spare: take() raises this
+                return
+            self._reader = threading.Thread(target=self._read_replies, name="spare-init", daemon=True)
+            self._reader.start()
+
+    def begin_warm(self) -> None:
+        """Send the warm-up once the context is ready (the caller knows nothing is timed)."""
+        with self._lock:
+            if not self.context_ready or self.warm_sent is not None or self._discarded:
+                return
+            try:
+                self.warm_sent = send_warm(self.worker)
+            except Exception as e:
+                self.worker.kill()
+                self._failed(e)
+            self._warm_go.set()
+
+    @property
+    def warming(self) -> bool:
+        """A warm-up sent and not answered yet."""
+        return self.warm_sent is not None and not self._done.is_set()
+
+    def _failed(self, e: Exception) -> None:
+        self.error = self.error or e
+        self.ready = True
+        self._context.set()
+        self._warm_go.set()
+        self._done.set()
+
+    def _read_replies(self) -> None:
+        worker = self.worker
+        try:
+            finish_init(worker, self.init_sent)
+        except Exception as e:  # (the worker is killed by then)
+            self._failed(e)
+            return
+        self._context.set()
+        if self._on_context is not None:
+            try:
+                self._on_context(self)
+            except Exception:  # the session's bookkeeping must not lose the spare: take() warms it
+                log.exception("a spare's context callback failed")
+        self._warm_go.wait()
+        if self.warm_sent is None or self.error is not None:  # discarded before its warm-up
+            self.ready = True
+            self._done.set()
+            return
+        try:
+            finish_warm(worker, self.warm_sent)
+        except Exception as e:
+            self._failed(e)
+            return
+        self.ready = True
+        self._done.set()
+
+    def finish_warm(self) -> None:
+        """Wait for a warm-up under way (a timing is about to begin); raises why it failed."""
+        if self.warm_sent is not None:
+            self._done.wait()
+        if self.error is not None:
+            raise self.error
 
     def finish_init(self) -> None:
-        with self._lock:
-            if self.init_sent is not None and not self.ready:
-                self.ready = True
-                try:
-                    finish_init(self.worker, self.init_sent)
-                except Exception as e:  # (the worker is killed by then)
-                    self.error = e
-                    raise
+        """Wait for everything sent to be answered (a baseline's quiet timing); raises why it failed."""
+        if self.init_sent is not None:
+            self._context.wait()
+        self.finish_warm()
 
     def take(self) -> WorkerProcess:
-        """The worker, initialised; raises why not (its start or its Init failed) instead of handing out a dead one."""
+        """The worker, initialised and warm; raises why not (its start, Init or warm-up failed) instead of handing out
+        a dead one."""
         worker = self.future.result()
-        with self._lock:
-            if self.error is None and self.init_sent is None:
-                self.worker = worker
-                self.init_sent = send_init(worker)
-        self.finish_init()
-        if self.error is not None:  # failed earlier, in a quiesce() or a begin_init
+        self.begin_init()
+        self._context.wait()
+        self.begin_warm()  # (a job takes its workers while nothing is timed)
+        self._done.wait()
+        if self.error is not None:
             raise self.error
         return worker
 
@@ -353,11 +443,11 @@ class Spare:
             worker = self.future.result(timeout=WORKER_START_TIMEOUT_S)
         except Exception:
             return
-        if self.init_sent is not None and not self.ready:
-            try:
-                self.finish_init()
-            except Exception:
-                return
+        with self._lock:
+            self._discarded = True
+        self._warm_go.set()
+        if self._reader is not None:
+            self._reader.join(WORKER_START_TIMEOUT_S)
         worker.close()
 
 

@@ -95,6 +95,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.cushion_cycles: int | None = None  # spin before each timed call, calibrated on first use
         self.cushion_us: int | None = None  # the cushion those cycles were calibrated for
         self.initialized = False
+        self.warmed = False  # the libraries' warm-up done (Init with warm, or Warm)
         #: Set by :func:`serve`: the worker process freezes its objects after its first Init (``_freeze_collected``);
         #: a Worker made in another process (tests) never does.
         self.freezes = False
@@ -199,13 +200,30 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
             self.stream = None
         for name in BOUND_AT_INIT:  # once, before any candidate code: a later Init never takes the candidate's
             self.bound_at_start.setdefault(name, id(getattr(self, name, None)))
-        if self.is_cuda and self.role in ("candidate", "reference") and first:
-            self._warm_libraries()
+        if first and bool(cmd.warm):
+            self._warm_once()
         self.initialized = True
         env = self.environment()
         if first and self.freezes and self.problem is None and self.model is None:
             _freeze_collected()  # the CUDA context's and the warm-up's objects (before any Setup or Load)
         return protocol.InitReply(env=env, preloaded=self.preloaded, init_s=_perf_counter() - t0), []
+
+    def cmd_warm(self, cmd: protocol.Warm, blobs: list) -> tuple[protocol.Reply, list]:
+        """The libraries' warm-up an ``Init(warm=False)`` left out: a spare creates its context whenever, but warms
+        only while nothing is timed (its kernels, run beside a timed matmul, slowed one call in three)."""
+        if not self.initialized:
+            raise RuntimeError("Warm before Init")
+        t0 = _perf_counter()
+        if not self.warmed and self.problem is None and self.model is None:  # before any problem or candidate code
+            self._warm_once()
+            if self.freezes:
+                _freeze_collected()
+        return protocol.WarmReply(warm_s=_perf_counter() - t0), []
+
+    def _warm_once(self) -> None:
+        if self.is_cuda and self.role in ("candidate", "reference") and not self.warmed:
+            self._warm_libraries()
+        self.warmed = True
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
