@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
@@ -35,30 +36,35 @@ sys.stdin.readline()
 mode = sys.argv[1]
 dev = torch.device(sys.argv[2])
 t = {"import": t_import}
-t0 = time.perf_counter()
-torch.cuda.set_device(dev)
-torch.cuda.init()
-torch.empty(1, device=dev).add_(1)
-torch.cuda.synchronize()
-t["context"] = time.perf_counter() - t0
-if mode == "full":
+def step(name, fn):
     t0 = time.perf_counter()
-    a = torch.randn(64, 64, device=dev); torch.rand(64, device=dev); torch.randint(0, 8, (64,), device=dev)
-    torch.cuda.synchronize(); t["random"] = time.perf_counter() - t0; t0 = time.perf_counter()
-    b = a @ a
-    torch.cuda.synchronize(); t["cublas"] = time.perf_counter() - t0; t0 = time.perf_counter()
-    torch.nn.functional.conv2d(a.view(1, 1, 64, 64), a[:3, :3].reshape(1, 1, 3, 3))
-    torch.cuda.synchronize(); t["cudnn"] = time.perf_counter() - t0; t0 = time.perf_counter()
-    torch.isclose(b, b.clone()).all().item(); (b - b).abs().max().item(); b.double().sum().item()
-    torch.cuda.synchronize(); t["compare"] = time.perf_counter() - t0; t0 = time.perf_counter()
-    torch.cuda.empty_cache()
-    t["empty_cache"] = time.perf_counter() - t0
+    fn()
+    torch.cuda.synchronize()
+    t[name] = time.perf_counter() - t0
+step("context", lambda: (torch.cuda.set_device(dev), torch.cuda.init(), torch.empty(1, device=dev).add_(1)))
+a = torch.randn(64, 64, device=dev)
+if mode in ("evaluator", "full"):  # the evaluator's own kernels: inputs, comparisons, the fingerprint, the spin
+    def evaluator():
+        torch.rand(64, device=dev); torch.randint(0, 8, (64,), device=dev)
+        b = a.clone()
+        torch.isclose(a, b).all().item(); (a - b).abs().max().item(); a.double().sum().item()
+        (a.reshape(-1).double() * b.reshape(-1).double()).sum().item(); torch.cuda._sleep(1000)
+    step("evaluator", evaluator)
+if mode in ("libraries", "full"):  # cuBLAS and cuDNN: their handles and first calls
+    step("cublas", lambda: a @ a)
+    step("cudnn", lambda: torch.nn.functional.conv2d(a.view(1, 1, 64, 64), a[:3, :3].reshape(1, 1, 3, 3)))
+step("empty_cache", torch.cuda.empty_cache)
 sys.stdout.write(json.dumps(t) + "\n"); sys.stdout.flush()
 """
+#: The storm's kinds: what each of its processes does once told to go, before it exits.
+MODES = ("context", "evaluator", "libraries", "full")
+#: Processes kept started (torch imported) per kind, so that Inits follow each other back to back.
+READY_PER_MODE = 3
 
 
 class Storm:
-    """``threads`` loops, each keeping one process started (torch imported) and letting it Init and exit while on."""
+    """``threads`` loops letting started processes (torch imported) Init and exit back to back while on; a starter
+    thread keeps :data:`READY_PER_MODE` started per kind."""
 
     def __init__(self, device: str, threads: int, cores: list[int]):
         self.device, self.cores = device, cores
@@ -67,33 +73,42 @@ class Storm:
         self.busy = 0
         self.records: list[dict] = []
         self.stop = False
-        self.threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(threads)]
-        for t in self.threads:
-            t.start()
+        self.ready: dict[str, queue.Queue] = {m: queue.Queue() for m in MODES}
+        threading.Thread(target=self._starter, daemon=True).start()
+        for _ in range(threads):
+            threading.Thread(target=self._loop, daemon=True).start()
 
     def _start(self, mode: str) -> subprocess.Popen:
-        env = dict(os.environ)
         p = subprocess.Popen([sys.executable, "-c", STORM_CODE, mode, self.device], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=env)
+                             stdout=subprocess.PIPE, text=True)
         if self.cores:
             os.sched_setaffinity(p.pid, self.cores)
         assert p.stdout.readline().strip() == "ready"
         return p
 
-    def _loop(self) -> None:
-        ready: dict[str, subprocess.Popen] = {}
+    def _starter(self) -> None:
         while not self.stop:
-            mode = self.mode
+            short = [m for m in MODES if self.ready[m].qsize() < READY_PER_MODE]
+            if not short:
+                time.sleep(0.05)
+                continue
+            mode = min(short, key=lambda m: (m != self.mode, self.ready[m].qsize()))
+            self.ready[mode].put(self._start(mode))
+
+    def _loop(self) -> None:
+        while not self.stop:
+            with self.lock:
+                mode = self.mode
+                if mode is not None:
+                    self.busy += 1
             if mode is None:
                 time.sleep(0.005)
                 continue
-            p = ready.pop(mode, None) or self._start(mode)
-            with self.lock:
-                if self.mode != mode:
-                    ready[mode] = p
-                    continue
-                self.busy += 1
             try:
+                try:
+                    p = self.ready[mode].get(timeout=0.5)
+                except queue.Empty:
+                    continue
                 p.stdin.write("go\n")
                 p.stdin.flush()
                 line = p.stdout.readline()
@@ -106,9 +121,6 @@ class Storm:
             finally:
                 with self.lock:
                     self.busy -= 1
-            ready[mode] = self._start(mode)  # torch imported while the next one runs (a spare's process start)
-        for p in ready.values():
-            p.kill()
 
     def set(self, mode: str | None) -> None:
         with self.lock:
@@ -119,6 +131,13 @@ class Storm:
                     if self.busy == 0:
                         return
                 time.sleep(0.002)
+
+    def close(self) -> None:
+        self.set(None)
+        self.stop = True
+        for q in self.ready.values():
+            while not q.empty():
+                q.get().kill()
 
 
 def workloads(torch, dev):
@@ -175,8 +194,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--phase-s", type=float, default=3.0, help="seconds per phase")
-    p.add_argument("--cycles", type=int, default=3, help="cycles of quiet, full, quiet, context")
-    p.add_argument("--storm", type=int, default=2, help="processes doing Inits at once")
+    p.add_argument("--cycles", type=int, default=2, help="cycles of a quiet phase before each storm kind")
+    p.add_argument("--storm", type=int, default=3, help="processes doing Inits at once")
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--cushion-us", type=int, default=200)
     p.add_argument("--json", default=None)
     a = p.parse_args()
@@ -218,8 +238,10 @@ def main() -> int:
     for fn in fns.values():  # warm-up
         for _ in range(20):
             timed(fn)
-    samples: dict[str, dict[str, list[float]]] = {k: {n: [] for n in fns} for k in ("quiet", "full", "context")}
-    plan = [m for _ in range(a.cycles) for m in ("quiet", "full", "quiet", "context")]
+    kinds = ["quiet", *a.modes]
+    samples: dict[str, dict[str, list[float]]] = {k: {n: [] for n in fns} for k in kinds}
+    time.sleep(8)  # the storm's first processes started (torch imported) before any phase
+    plan = [k for _ in range(a.cycles) for m in a.modes for k in ("quiet", m)]
     for kind in plan:
         storm.set(None if kind == "quiet" else kind)
         if kind != "quiet":
@@ -229,30 +251,30 @@ def main() -> int:
             for name, fn in fns.items():
                 samples[kind][name].append(timed(fn))
         print(f"phase {kind}: {len(storm.records)} Inits so far", flush=True)
-    storm.set(None)
-    storm.stop = True
+    storm.close()
 
     out = {"device": torch.cuda.get_device_name(dev), "phase_s": a.phase_s, "cycles": a.cycles,
            "storm_processes": a.storm, "workloads": {}, "inits": {}, "first_uses": first}
     print("first and second use after a worker's Init warm-up (s): " +
           ", ".join(f"{k} {v[0]:.4f} / {v[1]:.4f}" for k, v in first.items()))
     print(f"\n{out['device']}: {a.cycles} cycles of {a.phase_s:g} s phases, {a.storm} storm processes")
-    print(f"{'workload':18} {'phase':8} {'n':>5} {'median ms':>10} {'vs quiet':>9} {'mean ms':>9} {'vs quiet':>9} "
-          f"{'p90 ms':>9} {'max ms':>9}")
+    print(f"{'workload':18} {'phase':9} {'n':>5} {'median ms':>10} {'vs quiet':>9} {'mean ms':>9} {'vs quiet':>9} "
+          f"{'p90 ms':>9} {'max ms':>9} {'>+5%':>6}")
     for name in fns:
         q = samples["quiet"][name]
         qm, qa = statistics.median(q), statistics.fmean(q)
         out["workloads"][name] = {}
-        for kind in ("quiet", "full", "context"):
+        for kind in kinds:
             s = sorted(samples[kind][name])
             if not s:
                 continue
             med, mean, p90 = statistics.median(s), statistics.fmean(s), s[int(0.9 * (len(s) - 1))]
+            slow = sum(x > 1.05 * qm for x in s) / len(s)
             out["workloads"][name][kind] = {"n": len(s), "median_ms": med, "mean_ms": mean, "p90_ms": p90,
-                                            "max_ms": s[-1], "samples_ms": s}
-            print(f"{name:18} {kind:8} {len(s):5d} {med:10.4f} {med / qm - 1:+9.2%} {mean:9.4f} {mean / qa - 1:+9.2%} "
-                  f"{p90:9.4f} {s[-1]:9.4f}")
-    for mode in ("full", "context"):
+                                            "max_ms": s[-1], "share_over_5pct": slow, "samples_ms": s}
+            print(f"{name:18} {kind:9} {len(s):5d} {med:10.4f} {med / qm - 1:+9.2%} {mean:9.4f} {mean / qa - 1:+9.2%} "
+                  f"{p90:9.4f} {s[-1]:9.4f} {slow:6.1%}")
+    for mode in a.modes:
         recs = [r for r in storm.records if r.get("mode") == mode]
         if recs:
             keys = [k for k in recs[0] if k != "mode"]

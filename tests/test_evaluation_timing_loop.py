@@ -46,7 +46,7 @@ def sent(monkeypatch):
     real = Channel.send
 
     def send(self, msg, blobs=()):
-        if "cmd" in msg and msg["cmd"] != "init":  # spares' inits come whenever a spare is ready
+        if "cmd" in msg and msg["cmd"] not in ("init", "warm"):  # spares' Inits come whenever a spare is ready
             log.append((self, protocol.decode_command(dict(msg))))
         return real(self, msg, blobs)
 

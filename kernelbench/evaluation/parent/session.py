@@ -52,14 +52,14 @@ MANY_CPUS_PER_GPU = 12
 GPU_SPARES_WITH_CONTEXT = 4
 SPARES_ENV = "KB_SPARES"
 #: A spare's Init is two steps: its CUDA context, then its libraries' warm-up (cuBLAS, cuDNN, the evaluator's own
-#: kernels). The warm-up never runs while a job is timed: scripts/probe_init_interference.py (session 22, H200) timed a
-#: 4096 matmul beside processes doing a whole Init and exiting, and 56 of 2070 calls were 10% slower (none of 4159
-#: quiet), while beside processes creating a context and exiting only 3 were 2-5% slower (conv, ReLU: 1-2 either way).
-#: The sweep showed what the medians did not: with whole Inits beside the timings (official level 2), a Gemm's timed
-#: calls fell into two bands 14% apart and timing needed 59 calls per side instead of 24. So the context is created,
-#: and the last problem's reference exits, beside a timing; the warm-up waits for the GPU to be quiet. ``1``: the
-#: context and the exit wait too (the rule before session 22); a baseline's timing (an absolute time, no reference
-#: beside it) always waits for them.
+#: kernels), and by default neither runs while a job is timed, nor does the last problem's reference exit then.
+#: Session 22 (H200) measured the alternatives. With whole Inits beside the timings (official level 2), a Gemm's timed
+#: calls fell into two bands 14% apart and timing needed 59 calls per side instead of 24. With the contexts and exits
+#: beside the timings and only the warm-up kept quiet, the 250 official problems took 600.7 GPU-seconds (801.2 before),
+#: but 1.3% of timed calls were 5% slower than their median (0.4-0.5% before) and identity missed [0.97, 1.03] without a
+#: flag twice (a 4096 matmul at 1.036; none before): scripts/probe_init_interference.py also finds a context's
+#: creation in another process slowing single calls of a timed matmul. ``KB_QUIET_INITS=0`` lets contexts be created
+#: and references exit beside a timing (faster, less exact); a baseline's timing always waits for them.
 QUIET_INITS_ENV = "KB_QUIET_INITS"
 
 
@@ -73,11 +73,12 @@ def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | N
 
 
 def quiet_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
-    """``KB_QUIET_INITS=1``: spares' Inits and references' exits wait for the GPU to be quiet (see QUIET_INITS_ENV)."""
+    """Do spares' contexts and references' exits wait for the GPU to be quiet? Yes unless ``KB_QUIET_INITS=0`` (see
+    QUIET_INITS_ENV); a spare's warm-up always does."""
     raw = ((os.environ if env is None else env).get(QUIET_INITS_ENV) or "").strip()
     if raw not in ("", "0", "1"):
         raise ValueError(f"{QUIET_INITS_ENV} must be 0 or 1, got {raw!r}")
-    return raw == "1"
+    return raw != "0"
 
 
 #: Spares tried in turn when one's start or Init failed, before the job fails on our side.
