@@ -413,3 +413,60 @@ def test_a_spare_whose_init_failed_is_never_handed_out_and_a_timing_goes_on_with
         ref.close()
     finally:
         session.close()
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_spares_step_under_way_as_a_timing_begins_is_paused_not_waited_for_and_goes_on_after():
+    """Session 22 (H200): with quiet Inits the timings of the 250 official problems waited 0.28 s each for spares'
+    Inits and warm-ups under way. quiesce() now stops such a spare where it stands (SIGSTOP) and allow_gpu_init()
+    lets it go on (SIGCONT). Here the spare's process is stopped before its Init is sent, so the Init stays under way
+    until someone continues it: quiesce() must return at once, and only allow_gpu_init() gets the Init answered."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from kernelbench.evaluation.parent.session import pause_inits_wanted
+
+    assert pause_inits_wanted({}) is True and pause_inits_wanted({"KB_PAUSE_INITS": "0"}) is False
+    with pytest.raises(ValueError, match="KB_PAUSE_INITS"):
+        pause_inits_wanted({"KB_PAUSE_INITS": "no"})
+    session = DeviceSession("cpu", spares=1, sandbox="off")
+    assert session.quiet_inits and session.pause_inits
+    try:
+        session.quiesce()  # a timing under way: the spares start but send no Init
+        session.prime("torch")
+        _started(session._all_spares())
+        sp = session._all_spares()[0]
+        worker = sp.future.result()
+        os.kill(worker.main_pid, signal.SIGSTOP)
+        session.allow_gpu_init()  # the Init is sent to a stopped process: under way until continued
+        assert sp.init_sent is not None and sp.stepping
+        done = threading.Event()
+        threading.Thread(target=lambda: (session.quiesce(), done.set()), daemon=True).start()
+        assert done.wait(5), "quiesce waited for a spare's Init under way instead of pausing it"
+        assert sp in session._paused and _state(worker.main_pid) == "T"
+        time.sleep(0.3)
+        assert not sp._context.is_set()
+        session.allow_gpu_init()  # the timing is over: the spare goes on and its Init is answered
+        assert sp._context.wait(60) and sp.context_ready and _state(worker.main_pid) != "T"
+        assert session._paused == []
+    finally:
+        session.close()
+
+
+def test_a_worker_is_paused_and_resumed_through_its_pidfd_and_never_once_it_is_gone():
+    from kernelbench.evaluation.parent.workers import start_worker
+
+    w = start_worker("candidate", "cpu", init=False)
+    try:
+        assert w.pause() and _state(w.main_pid) == "T"
+        assert w.resume() and _state(w.main_pid) != "T"
+    finally:
+        w.kill()
+    assert not w.pause() and not w.resume()

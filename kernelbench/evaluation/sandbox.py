@@ -210,6 +210,8 @@ class WorkerProcess:
         self.info: dict = {}
         self.preloaded: list[str] = []  # modules a reference worker imported at start (baselines)
         self._main_pid: int | None = None
+        self._main_pidfd: int | None = None  # (pause/resume: a pid reused after the worker's death is never signalled)
+        self._pidfd_lock = threading.Lock()
 
     def relay_outputs(self, descs: object) -> object:
         """Tensor descriptors made openable by the reference, or ValueError for one it must not open.
@@ -317,6 +319,33 @@ class WorkerProcess:
         killed by an abort meanwhile)."""
         with self._kill_lock:
             self._kill()
+        with self._pidfd_lock:
+            if self._main_pidfd is not None:
+                os.close(self._main_pidfd)
+                self._main_pidfd = None
+
+    def pause(self) -> bool:
+        """Stop the worker's main process (SIGSTOP) where it stands: a spare's Init or warm-up under way as a timing
+        begins (parent/session.py: PAUSE_INITS_ENV). False where it could not be stopped (gone, no pidfd)."""
+        return self._signal_main(signal.SIGSTOP)
+
+    def resume(self) -> bool:
+        """Let a paused worker go on (SIGCONT)."""
+        return self._signal_main(signal.SIGCONT)
+
+    def _signal_main(self, sig: int) -> bool:
+        """Through a pidfd of the main process, opened at the first signal while the worker is still a spare (trusted
+        code only), so that a pid reused after its death is never signalled."""
+        with self._pidfd_lock:
+            try:
+                if self._main_pidfd is None:
+                    if not self.alive():
+                        return False
+                    self._main_pidfd = os.pidfd_open(self.main_pid)
+                signal.pidfd_send_signal(self._main_pidfd, sig)
+                return True
+            except (OSError, AttributeError):  # gone, or no pidfds here
+                return False
 
     def _kill(self) -> None:
         if self.share_probe is not None:  # a probe never read (the load failed): its descriptor goes too

@@ -61,6 +61,11 @@ SPARES_ENV = "KB_SPARES"
 #: creation in another process slowing single calls of a timed matmul. ``KB_QUIET_INITS=0`` lets contexts be created
 #: and references exit beside a timing (faster, less exact); a baseline's timing always waits for them.
 QUIET_INITS_ENV = "KB_QUIET_INITS"
+#: A spare whose Init or warm-up is under way as a candidate's timing begins is stopped where it stands (SIGSTOP) and
+#: let go on (SIGCONT) when the timing is over, instead of the timing waiting for the step to end: a stopped process
+#: uses neither the GPU nor the driver, and with quiet Inits the 250 official problems' timings had waited 0.28 s each
+#: for such steps (session 22, H200). ``KB_PAUSE_INITS=0`` waits instead; a baseline's timing always waits.
+PAUSE_INITS_ENV = "KB_PAUSE_INITS"
 
 
 def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | None = None) -> int:
@@ -70,6 +75,14 @@ def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | N
         cpus_per_gpu = len(os.sched_getaffinity(0)) / max(1, len(visible_devices()))
     default = GPU_SPARES if cpus_per_gpu >= MANY_CPUS_PER_GPU else GPU_SPARES_FEW_CPUS
     return whole_number_from_env(SPARES_ENV, default, "spare workers per kind", env)
+
+
+def pause_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """Are spares' steps under way paused at a timing's start (see PAUSE_INITS_ENV)? Yes unless ``KB_PAUSE_INITS=0``."""
+    raw = ((os.environ if env is None else env).get(PAUSE_INITS_ENV) or "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{PAUSE_INITS_ENV} must be 0 or 1, got {raw!r}")
+    return raw != "0"
 
 
 def quiet_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
@@ -141,7 +154,8 @@ class DeviceSession:
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
                  reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
-                 pin_cpus: bool | None = None, initialised: int | None = None, quiet_inits: bool | None = None):
+                 pin_cpus: bool | None = None, initialised: int | None = None, quiet_inits: bool | None = None,
+                 pause_inits: bool | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -187,6 +201,9 @@ class DeviceSession:
         self._strict = self.quiet_inits
         #: Set by abort() and close(): no spare begins an Init from then on.
         self._stopping = False
+        #: Whether a spare's step under way is paused at a timing's start (``KB_PAUSE_INITS``), and those paused now.
+        self.pause_inits = pause_inits_wanted() if pause_inits is None else bool(pause_inits)
+        self._paused: list[Spare] = []
         #: Last problems' references exiting in the background (their CUDA contexts' teardown); over before a timing.
         self._closing: list[threading.Thread] = []
         #: Reference workers are forked from one template process (``KB_REFERENCE_TEMPLATE``; on a GPU by default),
@@ -358,20 +375,33 @@ class DeviceSession:
         return worker
 
     def allow_gpu_init(self) -> None:
-        """Nothing is being timed now: spares that have started may create their CUDA contexts."""
+        """Nothing is being timed now: spares paused at the timing's start go on, and spares that have started may
+        create their CUDA contexts."""
         with self._gate:
             self._gpu_quiet = True
+        self._resume_paused()
         self._begin_due()
 
+    def _resume_paused(self) -> None:
+        paused, self._paused = self._paused, []
+        for sp in paused:
+            sp.resume()
+
     def quiesce(self, strict: bool = False) -> None:
-        """About to time: every spare's warm-up under way is over first, and none begins until :meth:`allow_gpu_init`.
-        With quiet Inits (``KB_QUIET_INITS=1``, or ``strict``: a baseline's absolute time) so is every CUDA context's
-        creation under way and every last reference's exit; otherwise those go on beside the timing
+        """About to time: no spare's Init (its CUDA context) or warm-up runs during the timing, and none begins until
+        :meth:`allow_gpu_init`. One under way is paused where it stands (PAUSE_INITS_ENV) or, with ``KB_PAUSE_INITS=0``
+        or ``strict`` (a baseline's absolute time), waited for; so is the last problem's reference's exit. With
+        ``KB_QUIET_INITS=0`` contexts and exits go on beside the timing, and only warm-ups are paused or waited for
         (QUIET_INITS_ENV says why)."""
         with self._gate:
             self._gpu_quiet = False
             self._strict = strict or self.quiet_inits
+        pause = self.pause_inits and not strict
         for sp in self._all_spares():
+            under_way = sp.stepping if self._strict else sp.warming  # (without quiet Inits, contexts go on)
+            if pause and under_way and sp.pause():  # stopped where it stands; allow_gpu_init() lets it go on
+                self._paused.append(sp)
+                continue
             try:
                 if self._strict:
                     sp.finish_init()
@@ -451,6 +481,7 @@ class DeviceSession:
         spare already started. Called from another thread; whatever the job then reports is discarded."""
         self.aborted = True
         self._stopping = True  # no spare begins an Init from here on (no lock taken: abort never waits)
+        self._resume_paused()
         for w in (self.in_flight, self.reference):
             if w is not None:
                 w.kill()
@@ -462,6 +493,7 @@ class DeviceSession:
     def close(self) -> None:
         with self._gate:
             self._stopping = True  # no spare begins an Init from here on
+        self._resume_paused()  # (a stopped worker could not exit politely)
         self.drop_reference()
         self._closed_references()
         for sp in self._all_spares():

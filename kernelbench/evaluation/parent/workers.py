@@ -380,6 +380,22 @@ class Spare:
         """A warm-up sent and not answered yet."""
         return self.warm_sent is not None and not self._done.is_set()
 
+    @property
+    def stepping(self) -> bool:
+        """An Init or a warm-up sent and not answered yet: the worker is using the GPU now."""
+        if self.error is not None or self.init_sent is None:
+            return False
+        return not self._context.is_set() or self.warming
+
+    def pause(self) -> bool:
+        """Stop the worker where it stands (its Init or warm-up under way as a timing begins); False if it could not
+        be stopped (the caller then waits for the step instead)."""
+        return self.worker is not None and self.worker.pause()
+
+    def resume(self) -> None:
+        if self.worker is not None:
+            self.worker.resume()
+
     def _failed(self, e: Exception) -> None:
         self.error = self.error or e
         self.ready = True
@@ -445,6 +461,7 @@ class Spare:
             return
         with self._lock:
             self._discarded = True
+        self.resume()  # (paused at a timing's start: a stopped worker could neither answer nor exit politely)
         self._warm_go.set()
         if self._reader is not None:
             self._reader.join(WORKER_START_TIMEOUT_S)
