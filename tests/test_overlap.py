@@ -218,11 +218,11 @@ def _started(spares, timeout_s: float = 120.0) -> None:
 def test_a_spare_begins_its_init_as_soon_as_it_has_started_while_nothing_is_timed():
     """Spares used to begin Init only when a job began or a timing ended: half of a level's new problems then waited
     0.1-1.5 s for their reference's CUDA context (session 20, H200). Now a started spare begins it at once, unless a
-    timing is under way with quiet Inits (KB_QUIET_INITS=1); then it waits for allow_gpu_init()."""
+    timing is under way; then it waits for allow_gpu_init(), and so does its warm-up."""
     import time
 
     quiet = DeviceSession("cpu", spares=1, sandbox="off")
-    timing = DeviceSession("cpu", spares=1, sandbox="off", quiet_inits=True)
+    timing = DeviceSession("cpu", spares=1, sandbox="off")
     try:
         quiet.prime("torch")  # nothing timed: no allow_gpu_init() call needed
         timing.quiesce()  # a timing under way on this device
@@ -233,6 +233,8 @@ def test_a_spare_begins_its_init_as_soon_as_it_has_started_while_nothing_is_time
         assert all(sp.init_sent is None for sp in timing._all_spares()), "an Init began while a timing was under way"
         timing.allow_gpu_init()
         assert all(sp.init_sent is not None for sp in timing._all_spares())
+        for sp in quiet._all_spares() + timing._all_spares():  # the warm-up follows each context, nothing timed
+            assert sp._done.wait(60) and sp.warm_sent is not None and sp.ready and sp.error is None
         worker = quiet.candidate_worker("torch")  # Init answered once, the worker usable
         assert worker.alive() and worker.info.get("device") == "cpu"
         worker.close()
@@ -243,15 +245,14 @@ def test_a_spare_begins_its_init_as_soon_as_it_has_started_while_nothing_is_time
 
 def test_the_last_problems_reference_exits_in_the_background_and_a_quiet_timing_waits_for_it(tmp_path):
     """Closing the last problem's reference took 0.2-0.5 s of every new problem's start (its CUDA context's teardown,
-    session 20); it now exits while the next problem sets up, and with quiet Inits quiesce() (before any timing)
-    waits for it."""
+    session 20); it now exits while the next problem sets up, and quiesce() (before any timing) waits for it."""
     import time
 
     from kernelbench.evaluation.parent.session import reference_key
 
     problem = one_problem(tmp_path, problem_source())
     job = EvalJob(problem, HONEST, settings(True))
-    session = DeviceSession("cpu", spares=1, sandbox="off", quiet_inits=True)
+    session = DeviceSession("cpu", spares=1, sandbox="off")
     try:
         session.prime("torch")
         ref, _ = session.reference_for(job, probe_seed=1)
@@ -329,65 +330,13 @@ def test_the_number_of_spares_on_a_gpu_follows_the_cpus_per_gpu_unless_kb_spares
             spares_default({"KB_SPARES": bad}, cpus_per_gpu=16)
 
 
-def test_with_kb_quiet_inits_0_spares_create_their_contexts_beside_a_timing_and_warm_up_only_after_it(tmp_path):
-    """Session 21 (H200): jobs waited 0.7-0.9 s each for spares' Inits, which waited for the GPU to be quiet. Session 22
-    split an Init into its context and its warm-up and measured letting the first (and the last reference's exit) go
-    on beside a timing: faster, but single timed calls got slower, so it is opt-in (KB_QUIET_INITS=0). Then a spare
-    that starts during a timing creates its context at once and warms up only once the timing is over, quiesce()
-    waits for no context and no exit, and a baseline's strict quiesce still waits for both."""
-    import time
-
-    from kernelbench.evaluation.parent.session import quiet_inits_wanted
-
-    assert quiet_inits_wanted({}) is True and quiet_inits_wanted({"KB_QUIET_INITS": "0"}) is False
-    with pytest.raises(ValueError, match="KB_QUIET_INITS"):
-        quiet_inits_wanted({"KB_QUIET_INITS": "yes"})
-    default = DeviceSession("cpu", spares=0, sandbox="off")
-    assert default.quiet_inits is True
-    default.close()
-    problem = one_problem(tmp_path, problem_source())
-    job = EvalJob(problem, HONEST, settings(True))
-    session = DeviceSession("cpu", spares=1, sandbox="off", quiet_inits=False)
-    try:
-        session.quiesce()  # a timing under way on this device
-        session.prime("torch")
-        _started(session._all_spares())
-        time.sleep(0.2)  # the done-callbacks have run by now
-        assert all(sp.init_sent is not None for sp in session._all_spares()), "a context waited for the timing's end"
-        for sp in session._all_spares():
-            sp._context.wait(120)
-        time.sleep(0.2)
-        assert all(sp.context_ready for sp in session._all_spares())
-        assert all(sp.warm_sent is None for sp in session._all_spares()), "a warm-up began during a timing"
-        session.allow_gpu_init()
-        assert all(sp.warm_sent is not None for sp in session._all_spares()), "no warm-up once the timing was over"
-        ref, _ = session.reference_for(job, probe_seed=1)
-        real_close = ref.close
-
-        def slow_close(timeout: float = 5.0) -> None:  # the real close, after a second's teardown
-            time.sleep(1.0)
-            real_close(timeout)
-
-        ref.close = slow_close
-        session.drop_reference()
-        t0 = time.monotonic()
-        session.quiesce()
-        assert time.monotonic() - t0 < 0.5, "quiesce waited for the old reference's exit"
-        assert ref.alive()
-        session.quiesce(strict=True)  # a baseline's timing
-        assert time.monotonic() - t0 > 0.5 and not ref.alive(), "a strict quiesce did not wait for the exit"
-        session.allow_gpu_init()
-    finally:
-        session.close()
-
-
 def test_a_spare_whose_init_failed_is_never_handed_out_and_a_timing_goes_on_without_it():
     """Review finding (session 20): a spare whose Init failed (out of memory beside another job, say) stayed first in
     line and the next take() returned its dead worker: the candidate given it crashed without running. Now quiesce()
     drops it, and a take tries the next spare (or a fresh start)."""
     import time
 
-    session = DeviceSession("cpu", spares=2, sandbox="off", quiet_inits=True)
+    session = DeviceSession("cpu", spares=2, sandbox="off")
     try:
         session.quiesce()  # as if timing: the spares start but send no Init yet
         session.prime("torch")
@@ -422,9 +371,9 @@ def _state(pid: int) -> str:
 
 
 def test_a_spares_step_under_way_as_a_timing_begins_is_paused_not_waited_for_and_goes_on_after():
-    """Session 22 (H200): with quiet Inits the timings of the 250 official problems waited 0.28 s each for spares'
-    Inits and warm-ups under way. quiesce() now stops such a spare where it stands (SIGSTOP) and allow_gpu_init()
-    lets it go on (SIGCONT). Here the spare's process is stopped before its Init is sent, so the Init stays under way
+    """Session 22 (H200): the timings of the 250 official problems waited 0.28 s each for spares' Inits and warm-ups
+    under way. With KB_PAUSE_INITS=1 quiesce() stops such a spare where it stands (SIGSTOP) and allow_gpu_init() lets
+    it go on (SIGCONT); a baseline's strict quiesce still waits. Here the spare's process is stopped before its Init is sent, so the Init stays under way
     until someone continues it: quiesce() must return at once, and only allow_gpu_init() gets the Init answered."""
     import os
     import signal
@@ -433,11 +382,13 @@ def test_a_spares_step_under_way_as_a_timing_begins_is_paused_not_waited_for_and
 
     from kernelbench.evaluation.parent.session import pause_inits_wanted
 
-    assert pause_inits_wanted({}) is True and pause_inits_wanted({"KB_PAUSE_INITS": "0"}) is False
+    assert pause_inits_wanted({}) is False and pause_inits_wanted({"KB_PAUSE_INITS": "1"}) is True
     with pytest.raises(ValueError, match="KB_PAUSE_INITS"):
         pause_inits_wanted({"KB_PAUSE_INITS": "no"})
-    session = DeviceSession("cpu", spares=1, sandbox="off")
-    assert session.quiet_inits and session.pause_inits
+    default = DeviceSession("cpu", spares=0, sandbox="off")
+    assert default.pause_inits is False  # opt-in: it cost precision (session 22)
+    default.close()
+    session = DeviceSession("cpu", spares=1, sandbox="off", pause_inits=True)
     try:
         session.quiesce()  # a timing under way: the spares start but send no Init
         session.prime("torch")

@@ -73,7 +73,7 @@ class Init(Command):
 
     NAME: ClassVar[str] = "init"
     #: False: the context alone, the libraries' warm-up left to a later ``Warm`` (a spare's Init beside a timing:
-    #: parent/session.py, QUIET_INITS_ENV, says which part disturbs a timing and which does not).
+    #: parent/session.py, PAUSE_INITS_ENV, says what each step does to a timing).
     warm: bool = True
 
 

@@ -52,19 +52,17 @@ MANY_CPUS_PER_GPU = 12
 GPU_SPARES_WITH_CONTEXT = 4
 SPARES_ENV = "KB_SPARES"
 #: A spare's Init is two steps: its CUDA context, then its libraries' warm-up (cuBLAS, cuDNN, the evaluator's own
-#: kernels), and by default neither runs while a job is timed, nor does the last problem's reference exit then.
-#: Session 22 (H200) measured the alternatives. With whole Inits beside the timings (official level 2), a Gemm's timed
-#: calls fell into two bands 14% apart and timing needed 59 calls per side instead of 24. With the contexts and exits
-#: beside the timings and only the warm-up kept quiet, the 250 official problems took 600.7 GPU-seconds (801.2 before),
-#: but 1.3% of timed calls were 5% slower than their median (0.4-0.5% before) and identity missed [0.97, 1.03] without a
-#: flag twice (a 4096 matmul at 1.036; none before): scripts/probe_init_interference.py also finds a context's
-#: creation in another process slowing single calls of a timed matmul. ``KB_QUIET_INITS=0`` lets contexts be created
-#: and references exit beside a timing (faster, less exact); a baseline's timing always waits for them.
-QUIET_INITS_ENV = "KB_QUIET_INITS"
-#: A spare whose Init or warm-up is under way as a candidate's timing begins is stopped where it stands (SIGSTOP) and
-#: let go on (SIGCONT) when the timing is over, instead of the timing waiting for the step to end: a stopped process
-#: uses neither the GPU nor the driver, and with quiet Inits the 250 official problems' timings had waited 0.28 s each
-#: for such steps (session 22, H200). ``KB_PAUSE_INITS=0`` waits instead; a baseline's timing always waits.
+#: kernels), and neither runs while a candidate is timed, nor does the last problem's reference exit then. Session 22
+#: (H200, the 250 official problems) measured letting them go on: with whole Inits beside the timings, a Gemm's timed
+#: calls fell into two bands 14% apart and timing needed 59 calls per side instead of 24; with only the contexts and
+#: exits beside the timings, 600.7 GPU-seconds (653.3 with neither), but 1.3% of level 1-2 timed calls were 5% slower
+#: than their median (0.2-0.5% with neither) and identity missed [0.97, 1.03] without a flag twice
+#: (scripts/probe_init_interference.py also finds a context's creation in another process slowing single calls of a
+#: timed matmul). So a step under way as a timing begins is waited for, or, with ``KB_PAUSE_INITS=1``, stopped where
+#: it stands (SIGSTOP) and let go on (SIGCONT) when the timing is over: a stopped process uses neither the GPU nor the
+#: driver. That run took 566.3 GPU-seconds with no miss unflagged, but 0.8% of level 1's timed calls were 5% slower
+#: (0.45% waiting) and 238 of 250 intervals held 1.0 (242 waiting): opt-in until it is understood. A baseline's
+#: timing (an absolute time, no reference beside it) always waits.
 PAUSE_INITS_ENV = "KB_PAUSE_INITS"
 
 
@@ -78,20 +76,11 @@ def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | N
 
 
 def pause_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
-    """Are spares' steps under way paused at a timing's start (see PAUSE_INITS_ENV)? Yes unless ``KB_PAUSE_INITS=0``."""
+    """Are spares' steps under way paused at a timing's start (see PAUSE_INITS_ENV)? Only with ``KB_PAUSE_INITS=1``."""
     raw = ((os.environ if env is None else env).get(PAUSE_INITS_ENV) or "").strip()
     if raw not in ("", "0", "1"):
         raise ValueError(f"{PAUSE_INITS_ENV} must be 0 or 1, got {raw!r}")
-    return raw != "0"
-
-
-def quiet_inits_wanted(env: Mapping[str, str] | None = None) -> bool:
-    """Do spares' contexts and references' exits wait for the GPU to be quiet? Yes unless ``KB_QUIET_INITS=0`` (see
-    QUIET_INITS_ENV); a spare's warm-up always does."""
-    raw = ((os.environ if env is None else env).get(QUIET_INITS_ENV) or "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{QUIET_INITS_ENV} must be 0 or 1, got {raw!r}")
-    return raw != "0"
+    return raw == "1"
 
 
 #: Spares tried in turn when one's start or Init failed, before the job fails on our side.
@@ -154,8 +143,7 @@ class DeviceSession:
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
                  reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
-                 pin_cpus: bool | None = None, initialised: int | None = None, quiet_inits: bool | None = None,
-                 pause_inits: bool | None = None):
+                 pin_cpus: bool | None = None, initialised: int | None = None, pause_inits: bool | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -196,9 +184,6 @@ class DeviceSession:
         # for the threads that start spares: once quiesce() holds it, no Init begins until allow_gpu_init().
         self._gate = threading.RLock()
         self._gpu_quiet = True
-        #: Whether Inits wait for the GPU to be quiet during every timing (``KB_QUIET_INITS``), and during this one.
-        self.quiet_inits = quiet_inits_wanted() if quiet_inits is None else bool(quiet_inits)
-        self._strict = self.quiet_inits
         #: Set by abort() and close(): no spare begins an Init from then on.
         self._stopping = False
         #: Whether a spare's step under way is paused at a timing's start (``KB_PAUSE_INITS``), and those paused now.
@@ -295,7 +280,7 @@ class DeviceSession:
     def _context_ready(self, spare: Spare) -> None:
         """(The spare's reader thread) its context is ready: the warm-up begins now if nothing is timed."""
         with self._gate:
-            if self._may_warm() and any(sp is spare for sp in self._due()):
+            if self._may_init() and any(sp is spare for sp in self._due()):
                 spare.begin_warm()
 
     def _due(self) -> list[Spare]:
@@ -304,21 +289,14 @@ class DeviceSession:
         return [sp for lst in lists for sp in lst[:self.init_depth]]
 
     def _may_init(self) -> bool:
-        """May a spare create its CUDA context now (under the gate)? Unless stopping: when nothing is timed, or when
-        the timing under way lets contexts be created beside it (see QUIET_INITS_ENV)."""
-        return not self._stopping and (self._gpu_quiet or not self._strict)
-
-    def _may_warm(self) -> bool:
-        """May a spare warm its libraries now (under the gate)? Only while nothing is timed."""
+        """May a spare begin its Init or warm-up now (under the gate)? When nothing is timed, unless stopping."""
         return not self._stopping and self._gpu_quiet
 
     def _begin_due(self) -> None:
         with self._gate:
-            init, warm = self._may_init(), self._may_warm()
-            for sp in self._due():
-                if init:
+            if self._may_init():
+                for sp in self._due():
                     sp.begin_init()
-                if warm:
                     sp.begin_warm()
 
     def _backend_env_key(self, backend: str) -> tuple[tuple[str, str], ...] | None:
@@ -389,32 +367,24 @@ class DeviceSession:
 
     def quiesce(self, strict: bool = False) -> None:
         """About to time: no spare's Init (its CUDA context) or warm-up runs during the timing, and none begins until
-        :meth:`allow_gpu_init`. One under way is paused where it stands (PAUSE_INITS_ENV) or, with ``KB_PAUSE_INITS=0``
-        or ``strict`` (a baseline's absolute time), waited for; so is the last problem's reference's exit. With
-        ``KB_QUIET_INITS=0`` contexts and exits go on beside the timing, and only warm-ups are paused or waited for
-        (QUIET_INITS_ENV says why)."""
+        :meth:`allow_gpu_init`; the last problem's reference has exited. A step under way is waited for or, with
+        ``KB_PAUSE_INITS=1`` unless ``strict`` (a baseline's absolute time), paused where it stands (PAUSE_INITS_ENV)."""
         with self._gate:
             self._gpu_quiet = False
-            self._strict = strict or self.quiet_inits
         pause = self.pause_inits and not strict
         for sp in self._all_spares():
-            under_way = sp.stepping if self._strict else sp.warming  # (without quiet Inits, contexts go on)
-            if pause and under_way and sp.pause():  # stopped where it stands; allow_gpu_init() lets it go on
+            if pause and sp.stepping and sp.pause():  # stopped where it stands; allow_gpu_init() lets it go on
                 self._paused.append(sp)
                 continue
             try:
-                if self._strict:
-                    sp.finish_init()
-                else:  # contexts go on being created; a warm-up under way (its kernels) is over first
-                    sp.finish_warm()
+                sp.finish_init()
             except Exception:
                 pass  # (kept in sp.error)
             if sp.error is not None:  # out of line, its worker killed: the timing goes on (not the job's failure)
                 log.warning("%s: a spare worker's Init failed (%s); it is dropped", self.device, sp.error)
                 self._forget(sp)
                 sp.discard()
-        if self._strict:
-            self._closed_references()
+        self._closed_references()
 
     def _closed_references(self) -> None:
         closing, self._closing = self._closing, []

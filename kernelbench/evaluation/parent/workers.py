@@ -319,12 +319,13 @@ WARM_LABEL = "warm-up in the worker (libraries; beside untimed work)"
 class Spare:
     """A worker started ahead of need.
 
-    Starting Python and importing torch happens whenever. Its CUDA context (``Init`` without the warm-up) is created
-    as soon as the session allows (``begin_init``: beside a timing too, unless Inits are kept quiet), its libraries'
-    warm-up (``Warm``) only while nothing is timed (``begin_warm``); parent/session.py, QUIET_INITS_ENV, says why.
-    A thread of its own reads the two replies as they come, and tells the session when the context is ready
-    (``on_context``: it begins the warm-up there if the GPU is quiet). ``take`` waits for both, sending what is left.
-    """
+    Starting Python and importing torch happens whenever. Its CUDA context (``Init`` without the warm-up,
+    ``begin_init``) and then its libraries' warm-up (``Warm``, ``begin_warm``) only while nothing is timed, each as
+    soon as the session allows: two steps, so that a timing about to begin finds a shorter one under way
+    (parent/session.py, PAUSE_INITS_ENV, says what each does to a timing). A thread of its own reads the two replies
+    as they come, and tells the session when the context is ready (``on_context``: it begins the warm-up there if the
+    GPU is quiet). ``take`` waits for both, sending what is left; ``pause``/``resume`` stop and continue a step under
+    way (``KB_PAUSE_INITS=1``)."""
 
     def __init__(self, future: Future, on_context: Callable[[Spare], None] | None = None):
         self.future = future
