@@ -72,8 +72,8 @@ class Init(Command):
     """Create the CUDA context; with ``warm``, also load what every job's first GPU work would (``Warm``)."""
 
     NAME: ClassVar[str] = "init"
-    #: False: the context alone, the libraries' warm-up left to a later ``Warm`` (a spare's Init beside a timing:
-    #: parent/session.py, PAUSE_INITS_ENV, says what each step does to a timing).
+    #: False: the context alone, the libraries' warm-up left to a later ``Warm`` (a spare's Init in two steps:
+    #: parent/session.py, PAUSE_INITS_ENV, says why).
     warm: bool = True
 
 
@@ -376,8 +376,8 @@ COMMANDS: dict[str, type[Command]] = {c.NAME: c for c in (
     Init, Warm, Setup, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches, Profile,
     Launches, Exit)}
 REPLIES: dict[str, type[Reply]] = {r.KIND: r for r in (
-    Ready, ErrorReply, DoneReply, InitReply, WarmReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply, TimeReply,
-    PatchReply, ProfileReply, LaunchesReply)}
+    Ready, ErrorReply, DoneReply, InitReply, WarmReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply,
+    TimeReply, PatchReply, ProfileReply, LaunchesReply)}
 R = TypeVar("R", bound=Reply)
 
 

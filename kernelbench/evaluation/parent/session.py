@@ -269,8 +269,8 @@ class DeviceSession:
             sp.discard()
 
     def _started(self, spare: Spare) -> None:
-        """A spare's process has started: it creates its CUDA context now if it is first in line (beside a timing too,
-        unless Inits are kept quiet), and warms its libraries once that is done and nothing is timed. Waiting for the
+        """A spare's process has started: if it is first in line and nothing is timed, it creates its CUDA context now
+        (then warms its libraries: :meth:`_context_ready`); else at the next :meth:`allow_gpu_init`. Waiting for the
         next job to begin had left half of a level's new problems waiting 0.1-1.5 s for their reference's context
         (session 20, H200)."""
         with self._gate:

@@ -345,6 +345,8 @@ class Spare:
         self._done = threading.Event()  # every reply read (or failed, or discarded)
         self._discarded = False
         self._reader: threading.Thread | None = None
+        #: Stopped by :meth:`pause` and not yet resumed.
+        self.paused = False
 
     @property
     def context_ready(self) -> bool:
@@ -391,10 +393,13 @@ class Spare:
     def pause(self) -> bool:
         """Stop the worker where it stands (its Init or warm-up under way as a timing begins); False if it could not
         be stopped (the caller then waits for the step instead)."""
-        return self.worker is not None and self.worker.pause()
+        self.paused = self.worker is not None and self.worker.pause()
+        return self.paused
 
     def resume(self) -> None:
-        if self.worker is not None:
+        """Let a paused worker go on (nothing to do for one never paused)."""
+        if self.paused:
+            self.paused = False
             self.worker.resume()
 
     def _failed(self, e: Exception) -> None:

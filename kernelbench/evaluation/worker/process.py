@@ -209,12 +209,12 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         return protocol.InitReply(env=env, preloaded=self.preloaded, init_s=_perf_counter() - t0), []
 
     def cmd_warm(self, cmd: protocol.Warm, blobs: list) -> tuple[protocol.Reply, list]:
-        """The libraries' warm-up an ``Init(warm=False)`` left out: a spare creates its context whenever, but warms
-        only while nothing is timed (its kernels, run beside a timed matmul, slowed one call in three)."""
+        """The libraries' warm-up an ``Init(warm=False)`` left out: a spare's second step, so that a timing about to
+        begin finds a shorter step under way (parent/session.py, PAUSE_INITS_ENV)."""
         if not self.initialized:
             raise RuntimeError("Warm before Init")
         t0 = _perf_counter()
-        if not self.warmed and self.problem is None and self.model is None:  # before any problem or candidate code
+        if self.problem is None and self.model is None:  # before any problem or candidate code only
             self._warm_once()
             if self.freezes:
                 _freeze_collected()
