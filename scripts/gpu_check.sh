@@ -49,6 +49,8 @@
 #                 scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
 #                 call at 256M..10k elements; the fused watch's size and cost per check) and the fingerprint's GPU
 #                 tests (tests/test_fingerprint_gpu.py, honest candidates end to end with the fused path on)
+#   compare       scripts/bench_compare.py (the reference's output comparison and input check through torch
+#                 operators and the one-pass kernel, ms per call at 1M..1.6G elements) and tests/test_compare_kernel_gpu.py
 #   init-probe    scripts/probe_init_interference.py: does another process's Init (CUDA context, library warm-up) or exit
 #                 disturb a timing (quiet and storm phases, four workloads), and what an Init's pieces cost; then one
 #                 worker of each role started and Init'd as the evaluator does (scripts/probe_worker_init.py)
@@ -168,10 +170,11 @@ for phase in "${phases[@]}"; do
       tests/test_generation_prompts.py tests/test_generation_cli.py tests/test_modal_worker.py tests/test_server_gpu.py \
       tests/test_modal_app.py tests/test_modal_shipped_files.py tests/test_modal_hub.py ;;
     tests-quick) run tests-quick python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 \
-      tests/test_timing_flags_gpu.py tests/test_reference_template.py tests/test_overlap.py ;;
+      tests/test_timing_flags_gpu.py tests/test_reference_template.py tests/test_overlap.py \
+      tests/test_compare_kernel_gpu.py ;;
     evaltests|tests-b) run evaltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_evaluator_gpu.py \
       tests/test_sandbox_gpu.py tests/test_timing_flags_gpu.py tests/test_overlap.py tests/test_fingerprint_gpu.py \
-      tests/test_reference_template.py ;;
+      tests/test_reference_template.py tests/test_compare_kernel_gpu.py ;;
     soltests|tests-c) run soltests python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 tests/test_solutions_inprocess.py ;;
     solutions) run solutions python3 scripts/eval_solutions.py --out "$OUT/eval_solutions.json" ;;
     dsl)
@@ -257,6 +260,8 @@ for phase in "${phases[@]}"; do
     fingerprint) run worker-init python3 scripts/probe_worker_init.py --fingerprint "${KB_FINGERPRINT:-fused}" --wait 90
       run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
+    compare) run compare-bench python3 scripts/bench_compare.py --json "$OUT/bench_compare.json"
+      run compare-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_compare_kernel_gpu.py ;;
     init-probe) run init-probe python3 scripts/probe_init_interference.py --json "$OUT/probe_init_interference.json"
       for role in candidate reference; do
         run "worker-init-$role" python3 scripts/probe_worker_init.py --role "$role" --fingerprint torch --wait 60

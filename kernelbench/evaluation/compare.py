@@ -3,7 +3,9 @@
 Runs only in the trusted reference worker. Checks are exact about structure, type, shape,
 dtype and device, tolerance-based about values, and strict about NaN/Inf placement.
 Large tensors are processed in chunks so checking never needs a second copy of a
-multi-gigabyte output.
+multi-gigabyte output; where the reference worker has enabled it, a one-pass kernel
+(:mod:`kernelbench.evaluation.compare_kernel`) passes what it can, and leaves failures to
+the chunked path.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,15 @@ def fused_wanted() -> bool:
     until its patch watch has run clean on a GPU: its first run there (session 19, Triton 3.6) found changes in
     honest use that failed every candidate's timed call; the fixes are CPU-tested only."""
     return os.environ.get(FINGERPRINT_ENV, "").strip().lower() in ("fused", "triton", "on", "1")
+
+#: ``KB_COMPARE_KERNEL=0`` (or ``off``, ``torch``) keeps the reference's comparisons on torch operators (for A/B
+#: measurements); by default a reference worker on a GPU enables the one-pass kernel (compare_kernel).
+COMPARE_KERNEL_ENV = "KB_COMPARE_KERNEL"
+
+
+def compare_kernel_wanted() -> bool:
+    return os.environ.get(COMPARE_KERNEL_ENV, "").strip().lower() not in ("0", "off", "torch", "no", "false")
+
 
 CHUNK = 1 << 24
 
@@ -68,10 +80,36 @@ def compare_tensor(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, w
         rf = torch.view_as_real(r.resolve_conj()).reshape(-1)
         n, shape = rf.numel(), (*shape, 2)
     acc = torch.float64 if r.dtype in (torch.float64, torch.complex128) else torch.float32
+    fast = _kernel_tally(cf, rf, atol, rtol)
+    if fast is not None:
+        return fast
     tally = _Tally()
     for s in range(0, n, CHUNK):
         tally.add(cf[s:s + CHUNK].to(acc), rf[s:s + CHUNK].to(acc), s, atol, rtol, acc)
     return tally.comparison(cf, rf, n, shape, atol, rtol, where)
+
+
+#: The module of the one-pass comparison kernels; used only once a trusted process has enabled them there.
+_KERNEL_MODULE = "kernelbench.evaluation.compare_kernel"
+
+
+def _kernel():
+    """compare_kernel when this process has enabled it on some device (the reference worker does at its Init), else
+    None: looked up, never imported here, so that a process that never enables it never imports Triton for it."""
+    mod = sys.modules.get(_KERNEL_MODULE)
+    return mod if mod is not None and mod._enabled_on else None
+
+
+def _kernel_tally(cf: torch.Tensor, rf: torch.Tensor, atol: float, rtol: float) -> Comparison | None:
+    """A pass from the one-pass kernel, or None: the kernel does not serve these tensors, or some element fails
+    (the torch path then says which, in its own words)."""
+    mod = _kernel()
+    if mod is None:
+        return None
+    res = mod.tally(cf, rf, atol, rtol)
+    if res is None or res[0] != 0:
+        return None
+    return Comparison(True, None, res[1], res[2])
 
 
 def _kind_mismatch(c: torch.Tensor, r: torch.Tensor, where: str) -> Comparison | None:
@@ -225,6 +263,11 @@ def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     af, bf = a.reshape(-1), b.reshape(-1)
+    mod = _kernel()
+    if mod is not None:
+        differ = mod.differs(af, bf)
+        if differ is not None:
+            return differ == 0
     for s in range(0, af.numel(), CHUNK):
         x, y = af[s:s + CHUNK], bf[s:s + CHUNK]
         if x.is_floating_point():

@@ -126,6 +126,10 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
                 self.preloaded.append(name)
         from kernelbench.evaluation import compare, inputs, transport  # noqa: F401  (bound before candidates)
 
+        if self.is_cuda and role == "reference" and compare.compare_kernel_wanted():
+            # The one-pass comparison kernels (trusted processes only): Triton's import now, at the start (in a
+            # reference template, before its forks), their first launch in the warm-up.
+            from kernelbench.evaluation import compare_kernel  # noqa: F401
         if self.is_cuda and role in ("candidate", "reference") and compare.fused_wanted():
             # Triton's import (a second or so of CPU) happens now, while the process starts, not in Init, which a
             # job or the next timing may be waiting for; Init only compiles and launches the fingerprint kernel.
@@ -253,6 +257,11 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
     def _warm_kernels(self) -> None:
         torch = self.torch
         dev = self.device
+        if self.role == "reference" and self.compare.compare_kernel_wanted():
+            # The reference compares (never a candidate's process): its checks of gigabyte outputs in one pass.
+            from kernelbench.evaluation import compare_kernel
+
+            compare_kernel.enable(dev)
         with torch.no_grad():
             a = torch.randn(64, 64, device=dev)
             torch.rand(64, device=dev)
