@@ -51,6 +51,8 @@
 #                 tests (tests/test_fingerprint_gpu.py, honest candidates end to end with the fused path on)
 #   compare       scripts/bench_compare.py (the reference's output comparison and input check through torch
 #                 operators and the one-pass kernel, ms per call at 1M..1.6G elements) and tests/test_compare_kernel_gpu.py
+#   init-pieces   scripts/probe_init_pieces.py: a fresh process's Init piece by piece (wall and CPU seconds), with the
+#                 cuDNN and cuBLAS libraries loaded before the context, and several processes at once
 #   init-probe    scripts/probe_init_interference.py: does another process's Init (CUDA context, library warm-up) or exit
 #                 disturb a timing (quiet and storm phases, four workloads), and what an Init's pieces cost; then one
 #                 worker of each role started and Init'd as the evaluator does (scripts/probe_worker_init.py)
@@ -262,6 +264,7 @@ for phase in "${phases[@]}"; do
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
     compare) run compare-bench python3 scripts/bench_compare.py --json "$OUT/bench_compare.json"
       run compare-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_compare_kernel_gpu.py ;;
+    init-pieces) run init-pieces python3 scripts/probe_init_pieces.py --json "$OUT/probe_init_pieces.json" ;;
     init-probe) run init-probe python3 scripts/probe_init_interference.py --json "$OUT/probe_init_interference.json"
       for role in candidate reference; do
         run "worker-init-$role" python3 scripts/probe_worker_init.py --role "$role" --fingerprint torch --wait 60
