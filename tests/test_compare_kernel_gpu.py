@@ -99,7 +99,7 @@ def test_a_reference_worker_enables_it_and_a_candidate_worker_does_not():
 
     for role, expected in (("reference", True), ("candidate", False)):
         ck.disable()
-        w = Worker(role, "cuda")
+        w = Worker(role, "cuda:0")
         w.cmd_init(protocol.Init(warm=True), [])
         assert bool(ck._enabled_on) is expected, role
     ck.disable()

@@ -203,9 +203,11 @@ def test_spares_of_both_kinds_start_at_once_not_queued_behind_each_other():
     try:
         session.prime("torch")
         spares = session._all_spares()
-        assert len(spares) == 6
+        # (references are reused from problem to problem by default: fewer reference spares are kept)
+        expected = 3 + session.reference_depth
+        assert len(spares) == expected and session.reference_depth >= 2
         queued = [sp for sp in spares if not (sp.future.running() or sp.future.done())]
-        assert queued == [], f"{len(queued)} of 6 spare starts waited for a thread"
+        assert queued == [], f"{len(queued)} of {expected} spare starts waited for a thread"
     finally:
         session.close()
 

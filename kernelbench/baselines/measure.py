@@ -89,7 +89,8 @@ def _device_session(device: str, spares: int, reference_env: dict[str, str] | No
     from kernelbench.evaluation.parent import DeviceSession
 
     arch = gpu_compute_capability_from_smi() if device.startswith("cuda") else None
-    return DeviceSession(device, arch, spares=spares, reference_env=reference_env)
+    # Each measurement a fresh reference worker (a baseline's absolute time, its compile modes' caches).
+    return DeviceSession(device, arch, spares=spares, reference_env=reference_env, reuse_references=False)
 
 
 def measure_problem(problem: Problem, modes: Sequence[str], settings: EvalSettings | None = None, *,

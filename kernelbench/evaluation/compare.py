@@ -445,6 +445,10 @@ class Fingerprinter:
             self._buf, self._w, self._w2 = buf, w, w2
         return self._buf, self._w, self._w2
 
+    def forget(self) -> None:
+        """Let go of the buffers (a reference worker that goes on to another problem, with outputs of other sizes)."""
+        self._buf = self._w = self._w2 = None
+
     def prepare(self, tensors: list[torch.Tensor]) -> None:
         """Make the buffers for outputs like these now (at the end of the warm-up), not at the first timed call."""
         for t in tensors:

@@ -102,6 +102,14 @@ class Setup(Command):
 
 
 @dataclass(frozen=True)
+class Recycle(Command):
+    """Reference: forget the problem set up last and be ready for another's ``Setup``, if its code left nothing
+    behind (threads, torch's global settings, patches); the reply says which (parent/session.py, REUSE_ENV)."""
+
+    NAME: ClassVar[str] = "recycle"
+
+
+@dataclass(frozen=True)
 class Load(Command):
     """Candidate or compile worker: import the candidate (building its kernels) and build ``ModelNew``."""
 
@@ -286,6 +294,14 @@ class SetupReply(Reply):
 
 
 @dataclass(frozen=True)
+class RecycleReply(Reply):
+    KIND: ClassVar[str] = "recycle"
+    #: True: the problem is forgotten and the worker takes another Setup; False: it should exit (``detail``: why).
+    clean: bool
+    detail: str
+
+
+@dataclass(frozen=True)
 class LoadReply(Reply):
     KIND: ClassVar[str] = "load"
     import_s: float
@@ -373,11 +389,11 @@ class LaunchesReply(Reply):
 
 # ---------------------------------------------------------------------------- the codec
 COMMANDS: dict[str, type[Command]] = {c.NAME: c for c in (
-    Init, Warm, Setup, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches, Profile,
-    Launches, Exit)}
+    Init, Warm, Setup, Recycle, Load, Run, Compare, Release, Share, CheckShared, Time, ExportLast, CheckPatches,
+    Profile, Launches, Exit)}
 REPLIES: dict[str, type[Reply]] = {r.KIND: r for r in (
-    Ready, ErrorReply, DoneReply, InitReply, WarmReply, SetupReply, LoadReply, ExportReply, CompareReply, ShareReply,
-    TimeReply, PatchReply, ProfileReply, LaunchesReply)}
+    Ready, ErrorReply, DoneReply, InitReply, WarmReply, SetupReply, RecycleReply, LoadReply, ExportReply,
+    CompareReply, ShareReply, TimeReply, PatchReply, ProfileReply, LaunchesReply)}
 R = TypeVar("R", bound=Reply)
 
 
@@ -439,6 +455,7 @@ def decode_reply(header: dict, expect: type[R]) -> tuple[R | ErrorReply, list | 
 __all__ = [
     "COMMANDS", "REPLIES", "CheckPatches", "Command", "Compare", "CompareReply", "DoneReply", "ErrorReply",
     "Exit", "ExportLast", "ExportReply", "Init", "InitReply", "Launches", "LaunchesReply", "Load", "LoadReply",
-    "PatchReply", "Profile", "ProfileReply", "Ready", "Release", "Reply", "Run", "Setup", "SetupReply", "Time",
+    "PatchReply", "Profile", "ProfileReply", "Ready", "Recycle", "RecycleReply", "Release", "Reply", "Run", "Setup",
+    "SetupReply", "Time",
     "TimeReply", "Warm", "WarmReply", "decode_command", "decode_reply", "encode_command", "encode_reply",
 ]

@@ -66,6 +66,23 @@ SPARES_ENV = "KB_SPARES"
 PAUSE_INITS_ENV = "KB_PAUSE_INITS"
 
 
+#: ``KB_REUSE_REFERENCES=0``: every new problem takes a fresh reference worker. By default the last problem's
+#: reference, if its code left nothing behind, forgets it and sets up the next (worker/recycle.py says why and what it
+#: checks), up to :data:`PROBLEMS_PER_REFERENCE` problems; a fresh one (forked from the template) takes over otherwise.
+REUSE_ENV = "KB_REUSE_REFERENCES"
+PROBLEMS_PER_REFERENCE = 50
+#: Reference spares kept started while references are reused (they are needed only when one cannot be).
+REUSE_REFERENCE_SPARES = 2
+
+
+def reuse_references_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """Do references go on to the next problem (REUSE_ENV)? Unless ``KB_REUSE_REFERENCES=0``."""
+    raw = ((os.environ if env is None else env).get(REUSE_ENV) or "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{REUSE_ENV} must be 0 or 1, got {raw!r}")
+    return raw != "0"
+
+
 def spares_default(env: Mapping[str, str] | None = None, cpus_per_gpu: float | None = None) -> int:
     """Spares per kind on a GPU: ``KB_SPARES`` when set (a whole number >= 0), else :data:`GPU_SPARES` where the host
     has at least :data:`MANY_CPUS_PER_GPU` CPUs per visible GPU and :data:`GPU_SPARES_FEW_CPUS` where it has fewer."""
@@ -143,7 +160,8 @@ class DeviceSession:
 
     def __init__(self, device: str, arch: str | None = None, spares: int | None = None,
                  reference_env: Mapping[str, str] | None = None, sandbox: str = "auto", allow_network: bool = False,
-                 pin_cpus: bool | None = None, initialised: int | None = None, pause_inits: bool | None = None):
+                 pin_cpus: bool | None = None, initialised: int | None = None, pause_inits: bool | None = None,
+                 reuse_references: bool | None = None):
         self.device = device
         self.sandbox_mode, self.allow_network = sandbox, allow_network
         # Raises SandboxUnavailable under "require" before any worker starts.
@@ -189,6 +207,11 @@ class DeviceSession:
         #: Whether a spare's step under way is paused at a timing's start (``KB_PAUSE_INITS``), and those paused now.
         self.pause_inits = pause_inits_wanted() if pause_inits is None else bool(pause_inits)
         self._paused: list[Spare] = []
+        #: Whether the last problem's reference may set up the next (REUSE_ENV), and the one waiting to (its problem
+        #: done, not yet recycled: recycling runs when the next problem's setup begins).
+        self.reuse_references = reuse_references_wanted() if reuse_references is None else bool(reuse_references)
+        self.reference_depth = min(self.depth, REUSE_REFERENCE_SPARES) if self.reuse_references else self.depth
+        self._recyclable: WorkerProcess | None = None
         #: Last problems' references exiting in the background (their CUDA contexts' teardown); over before a timing.
         self._closing: list[threading.Thread] = []
         #: Reference workers are forked from one template process (``KB_REFERENCE_TEMPLATE``; on a GPU by default),
@@ -340,7 +363,7 @@ class DeviceSession:
 
     def _top_up_references(self) -> None:
         # Every new problem takes a fresh reference worker; keep as many ready as candidates.
-        while len(self._spare_references) < self.depth:
+        while len(self._spare_references) < self.reference_depth:
             self._spare_references.append(self._spawn("reference", None))
 
     def take_reference(self, replace: bool = True) -> WorkerProcess:
@@ -405,8 +428,8 @@ class DeviceSession:
     def begin_reference(self, job: EvalJob, probe_seed: int) -> ReferenceSetup:
         """Send a fresh reference worker the job's :class:`~kernelbench.evaluation.protocol.Setup`, unanswered
         yet, so that other untimed work can go on meanwhile; :meth:`finish_reference` completes it."""
-        self.drop_reference()
-        worker = self.take_reference()
+        self.drop_reference(reuse=True)
+        worker = self._recycled(job.settings.stage_timeout_s) or self.take_reference()
         self.reference = worker  # not yet usable (no key), but stopped by abort() and drop_reference()
         tol = job.settings.tolerance
         pending = send(worker, protocol.Setup(code=job.problem.code, precision=job.settings.precision,
@@ -420,6 +443,7 @@ class DeviceSession:
         """The reply to :meth:`begin_reference`; the reference then serves the jobs of its problem."""
         reply, _ = receive(setup.pending)
         worker = setup.pending.worker
+        worker.problems_served = getattr(worker, "problems_served", 0) + 1
         self.reference, self.reference_key = worker, setup.key
         self.reference_info = ReferenceInfo(stochastic=bool(reply.stochastic),
                                             nondeterministic=bool(reply.nondeterministic), env=worker.info)
@@ -431,18 +455,51 @@ class DeviceSession:
             return self.reference, self.reference_info
         return self.finish_reference(self.begin_reference(job, probe_seed))
 
-    def drop_reference(self) -> None:
+    def _recycled(self, timeout_s: float) -> WorkerProcess | None:
+        """The last problem's reference, ready for the next problem's Setup; None when there is none or it cannot
+        be (its problem left something behind, or it did not answer: it exits, and a spare serves)."""
+        worker, self._recyclable = self._recyclable, None
+        if worker is None:
+            return None
+        t0 = time.monotonic()
+        try:
+            reply, _ = receive(send(worker, protocol.Recycle(), protocol.RecycleReply, timeout_s, Stage.INIT,
+                                    "recycling the last problem's reference"))
+        except Exception as e:  # (a dead or hung worker: its own failure, never the next job's)
+            log.warning("%s: the last problem's reference could not be reused (%s); a fresh one serves", self.device, e)
+            worker.kill()
+            return None
+        finally:
+            observe("reference", "recycling the last problem's reference", time.monotonic() - t0)
+        if not reply.clean:
+            log.info("%s: the last problem's reference is not reused: %s", self.device, reply.detail)
+            self._close_in_background(worker)
+            return None
+        return worker
+
+    def _close_in_background(self, worker: WorkerProcess) -> None:
+        # It exits (its CUDA context torn down, 0.2-0.5 s on the H200) while the next problem's reference sets up
+        # and its candidate loads; the next timing waits for it (quiesce).
+        self._closing = [t for t in self._closing if t.is_alive()]
+        closing = threading.Thread(target=worker.close, name=f"close-{self.device}", daemon=True)
+        closing.start()
+        self._closing.append(closing)
+
+    def drop_reference(self, reuse: bool = False) -> None:
+        """Let the current reference go: with ``reuse`` (a new problem's setup, REUSE_ENV), kept to set that problem
+        up when it served its last one to the end; else it exits (killed when its setup was never read)."""
+        if self._recyclable is not None:  # (never recycled: a later drop came first)
+            self._close_in_background(self._recyclable)
+            self._recyclable = None
         if self.reference is not None:
             t0 = time.monotonic()
             if self.reference_key is None:  # its setup was never read: busy or broken, it cannot exit politely
                 self.reference.kill()
+            elif reuse and self.reuse_references and self.reference.alive() \
+                    and getattr(self.reference, "problems_served", 0) < PROBLEMS_PER_REFERENCE:
+                self._recyclable = self.reference
             else:
-                # It exits (its CUDA context torn down, 0.2-0.5 s on the H200) while the next problem's reference sets up
-                # and its candidate loads; the next timing waits for it (quiesce).
-                self._closing = [t for t in self._closing if t.is_alive()]
-                closing = threading.Thread(target=self.reference.close, name=f"close-{self.device}", daemon=True)
-                closing.start()
-                self._closing.append(closing)
+                self._close_in_background(self.reference)
             observe("reference", "closing the last problem's reference", time.monotonic() - t0)
         self.reference, self.reference_key = None, None
 
@@ -452,7 +509,7 @@ class DeviceSession:
         self.aborted = True
         self._stopping = True  # no spare begins an Init from here on (no lock taken: abort never waits)
         self._resume_paused()
-        for w in (self.in_flight, self.reference):
+        for w in (self.in_flight, self.reference, self._recyclable):
             if w is not None:
                 w.kill()
         for sp in self._all_spares():

@@ -19,6 +19,7 @@ from kernelbench.evaluation.worker.bound import active_count as _active_count
 from kernelbench.evaluation.worker.bound import perf_counter as _perf_counter
 from kernelbench.evaluation.worker.export import ExportArena, ExportCommands, rebuild
 from kernelbench.evaluation.worker.memory import as_evaluator_oom, evaluator_allocations
+from kernelbench.evaluation.worker.recycle import RecycleCommands
 from kernelbench.evaluation.worker.timing import (
     BOUND_AT_INIT,
     BOUND_ATTRIBUTES,
@@ -62,7 +63,7 @@ def _claim_limit(ref_bytes: int) -> int:
     return CLAIM_FACTOR * ref_bytes + CLAIM_SLACK
 
 
-class Worker(ExportCommands, TimingCommands, TraceCommands):
+class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
     """One worker process's state and commands: ``cmd_<name>`` answers the protocol command ``<name>``."""
 
     def __init__(self, role: str, device: str, warm_profiler: bool = True):
@@ -86,6 +87,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         #: The export being read is the last one (``ExportLast``): its Release lets go of the arena too.
         self.release_arena = False
         self.snapshot = None
+        #: Set by a reference's Setup before the problem's code runs (RecycleCommands).
+        self.before_problem: Any = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
         from kernelbench.evaluation.provenance import LaunchRecorder
@@ -345,6 +348,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands):
         self.precision = cmd.precision
         self.atol, self.rtol = float(cmd.atol), float(cmd.rtol)
         self._set_fp32_math(bool(cmd.ieee_fp32))
+        self._note_before_problem(cmd)  # what a Recycle compares with, once the problem is done
         self.problem = self.inputs.load_module(cmd.code, "kb_problem", "<problem>")
         self.model = self.inputs.build_model(self.problem.Model, self.problem.get_init_inputs,
                                              int(cmd.init_seed), self.device, self.precision)
