@@ -372,6 +372,19 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
+def _settles(pid: int, ok, seconds: float = 5.0) -> bool:
+    """Does the process's state satisfy ``ok`` within ``seconds`` (a signal is delivered when the process is next
+    scheduled: on a loaded machine not at once)?"""
+    import time
+
+    end = time.monotonic() + seconds
+    while not ok(_state(pid)):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_a_spares_step_under_way_as_a_timing_begins_is_paused_not_waited_for_and_goes_on_after():
     """Session 22 (H200): the timings of the 250 official problems waited 0.28 s each for spares' Inits and warm-ups
     under way. With KB_PAUSE_INITS=1 quiesce() stops such a spare where it stands (SIGSTOP) and allow_gpu_init() lets
@@ -418,8 +431,38 @@ def test_a_worker_is_paused_and_resumed_through_its_pidfd_and_never_once_it_is_g
 
     w = start_worker("candidate", "cpu", init=False)
     try:
-        assert w.pause() and _state(w.main_pid) == "T"
-        assert w.resume() and _state(w.main_pid) != "T"
+        assert w.pause() and _settles(w.main_pid, lambda st: st == "T")
+        assert w.resume() and _settles(w.main_pid, lambda st: st != "T")
     finally:
         w.kill()
     assert not w.pause() and not w.resume()
+
+
+def test_a_spares_warm_up_goes_a_piece_at_a_time_and_a_timing_waits_for_one_piece_at_most():
+    """Session 23 (H200, the 250 official problems): with references reused, the timings still waited 0.24 s each for
+    candidate spares' warm-ups under way (0.56 s each beside a job). The warm-up now goes a piece at a time, each
+    sent only while nothing is timed: a timing about to begin waits for the piece under way, never the rest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelbench.evaluation.parent.workers import Spare, start_worker
+
+    steps = []
+    with ThreadPoolExecutor(1) as pool:
+        sp = Spare(pool.submit(start_worker, "candidate", "cpu", None, None, False, None, None),
+                   lambda s: steps.append(s.piece_sent))
+        sp.future.result(timeout=120)
+        sp.begin_init()
+        sp._context.wait(120)
+        assert sp.context_ready and sp.warm_sent is None  # the context alone: no piece sent by itself
+        pieces = 0
+        while not sp.ready:
+            sp.begin_warm()
+            assert sp.warming or sp.ready
+            sp.finish_warm()  # what quiesce() waits for: the piece under way, then it returns
+            pieces += 1
+            assert not sp.warming and sp.error is None
+            if pieces == 1:
+                assert not sp.ready, "the whole warm-up ran in one step"
+        assert pieces >= 3 and len(steps) == pieces  # the context, then every piece but the last
+        assert sp.take() is sp.worker
+        sp.discard()

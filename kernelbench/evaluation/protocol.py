@@ -82,6 +82,8 @@ class Warm(Command):
     """After an ``Init(warm=False)``: the libraries' warm-up (cuBLAS, cuDNN, the evaluator's own kernels)."""
 
     NAME: ClassVar[str] = "warm"
+    #: How many of its pieces (0.1-0.2 s each) to run now; 0: all that are left.
+    pieces: int = 0
 
 
 @dataclass(frozen=True)
@@ -281,6 +283,8 @@ class WarmReply(Reply):
     KIND: ClassVar[str] = "warm"
     #: Seconds the warm-up took (what a timing waits for when a spare's warm-up is under way as it begins).
     warm_s: float
+    #: Pieces of the warm-up not yet run (0: the worker is warm).
+    left: int = 0
 
 
 @dataclass(frozen=True)

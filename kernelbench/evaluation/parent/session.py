@@ -301,7 +301,8 @@ class DeviceSession:
                 spare.begin_init()
 
     def _context_ready(self, spare: Spare) -> None:
-        """(The spare's reader thread) its context is ready: the warm-up begins now if nothing is timed."""
+        """(The spare's reader thread) its context is ready, or a piece of its warm-up done: the next piece begins now
+        if nothing is timed."""
         with self._gate:
             if self._may_init() and any(sp is spare for sp in self._due()):
                 spare.begin_warm()
@@ -461,16 +462,13 @@ class DeviceSession:
         worker, self._recyclable = self._recyclable, None
         if worker is None:
             return None
-        t0 = time.monotonic()
-        try:
+        try:  # (its time is recorded under the command's name, as every command's is)
             reply, _ = receive(send(worker, protocol.Recycle(), protocol.RecycleReply, timeout_s, Stage.INIT,
                                     "recycling the last problem's reference"))
         except Exception as e:  # (a dead or hung worker: its own failure, never the next job's)
             log.warning("%s: the last problem's reference could not be reused (%s); a fresh one serves", self.device, e)
             worker.kill()
             return None
-        finally:
-            observe("reference", "recycling the last problem's reference", time.monotonic() - t0)
         if not reply.clean:
             log.info("%s: the last problem's reference is not reused: %s", self.device, reply.detail)
             self._close_in_background(worker)

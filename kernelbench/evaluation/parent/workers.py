@@ -298,50 +298,57 @@ def finish_init(w: WorkerProcess, sent_at: float) -> None:
         observe(w.role, INIT_LABEL, float(reply.init_s))
 
 
-def send_warm(w: WorkerProcess) -> float:
-    """Ask a worker initialised without its warm-up to warm its libraries now; returns when."""
-    w.channel.send(protocol.encode_command(protocol.Warm()))
+def send_warm(w: WorkerProcess, pieces: int = 0) -> float:
+    """Ask a worker initialised without its warm-up to run ``pieces`` pieces of it now (0: all); returns when."""
+    w.channel.send(protocol.encode_command(protocol.Warm(pieces=pieces)))
     return time.monotonic()
 
 
-def finish_warm(w: WorkerProcess, sent_at: float) -> None:
+def finish_warm(w: WorkerProcess, sent_at: float) -> int:
+    """Wait for the warm-up's reply; returns the pieces it has left (0: warm)."""
     remaining = max(1.0, WORKER_START_TIMEOUT_S - (time.monotonic() - sent_at))
     reply = _startup_reply(w, protocol.WarmReply, remaining, "warm up")
     if isinstance(reply.warm_s, (int, float)):
         observe(w.role, WARM_LABEL, float(reply.warm_s))
+    left = reply.left
+    return left if isinstance(left, int) and not isinstance(left, bool) and left > 0 else 0
 
 
 #: What :func:`observe` calls a spare's Init (its CUDA context) and its warm-up, as the workers report them.
 INIT_LABEL = "Init in the worker (context; mostly beside other work)"
-WARM_LABEL = "warm-up in the worker (libraries; beside untimed work)"
+WARM_LABEL = "a piece of the warm-up in the worker (libraries; beside untimed work)"
 
 
 class Spare:
     """A worker started ahead of need.
 
     Starting Python and importing torch happens whenever. Its CUDA context (``Init`` without the warm-up,
-    ``begin_init``) and then its libraries' warm-up (``Warm``, ``begin_warm``) only while nothing is timed, each as
-    soon as the session allows: two steps, so that a timing about to begin finds a shorter one under way
-    (parent/session.py, PAUSE_INITS_ENV, says what each does to a timing). A thread of its own reads the two replies
-    as they come, and tells the session when the context is ready (``on_context``: it begins the warm-up there if the
-    GPU is quiet). ``take`` waits for both, sending what is left; ``pause``/``resume`` stop and continue a step under
-    way (``KB_PAUSE_INITS=1``)."""
+    ``begin_init``) and then its libraries' warm-up (``Warm``, one piece of 0.1-0.2 s at a time, ``begin_warm``)
+    only while nothing is timed, each as soon as the session allows: a timing about to begin waits for the step under
+    way, so the steps are short (parent/session.py, PAUSE_INITS_ENV, says what each does to a timing). A thread of
+    its own reads the replies as they come, and tells the session when the context is ready or a piece is done
+    (``on_step``: it sends the next piece there if the GPU is quiet). ``take`` waits for all of it, sending what is
+    left; ``pause``/``resume`` stop and continue a step under way (``KB_PAUSE_INITS=1``)."""
 
-    def __init__(self, future: Future, on_context: Callable[[Spare], None] | None = None):
+    def __init__(self, future: Future, on_step: Callable[[Spare], None] | None = None):
         self.future = future
         self.worker: WorkerProcess | None = None
         self.init_sent: float | None = None
+        #: When the first piece of the warm-up was sent, and the piece under way (None: none).
         self.warm_sent: float | None = None
-        #: Both replies read, or failed, or the spare discarded.
+        self.piece_sent: float | None = None
+        #: Every reply read, or failed, or the spare discarded.
         self.ready = False
         #: Why its Init or warm-up failed (its worker is then killed): take() raises it rather than hand out a dead one.
         self.error: Exception | None = None
-        self._on_context = on_context
+        self._on_step = on_step
         # begin_init may come from the thread that started the process (DeviceSession: as soon as it has started)
-        # while the job's thread takes it or a quiesce() finishes its warm-up: one Init and one Warm, each sent once.
+        # while the job's thread takes it or a quiesce() finishes its warm-up: each command sent once.
         self._lock = threading.Lock()
         self._context = threading.Event()  # the Init answered (or failed)
-        self._warm_go = threading.Event()  # the Warm sent, or the spare discarded: the reader goes on
+        self._warm_go = threading.Event()  # a piece sent, or the spare discarded: the reader goes on
+        self._idle = threading.Event()  # no piece under way
+        self._idle.set()
         self._done = threading.Event()  # every reply read (or failed, or discarded)
         self._discarded = False
         self._reader: threading.Thread | None = None
@@ -367,12 +374,15 @@ class Spare:
             self._reader.start()
 
     def begin_warm(self) -> None:
-        """Send the warm-up once the context is ready (the caller knows nothing is timed)."""
+        """Send the warm-up's next piece once the context is ready and no piece is under way (the caller knows nothing
+        is timed)."""
         with self._lock:
-            if not self.context_ready or self.warm_sent is not None or self._discarded:
+            if not self.context_ready or self.piece_sent is not None or self._discarded or self._done.is_set():
                 return
             try:
-                self.warm_sent = send_warm(self.worker)
+                self.piece_sent = send_warm(self.worker, pieces=1)
+                self.warm_sent = self.warm_sent or self.piece_sent
+                self._idle.clear()
             except Exception as e:
                 self.worker.kill()
                 self._failed(e)
@@ -380,12 +390,12 @@ class Spare:
 
     @property
     def warming(self) -> bool:
-        """A warm-up sent and not answered yet."""
-        return self.warm_sent is not None and not self._done.is_set()
+        """A piece of the warm-up sent and not answered yet."""
+        return self.piece_sent is not None and not self._done.is_set()
 
     @property
     def stepping(self) -> bool:
-        """An Init or a warm-up sent and not answered yet: the worker is using the GPU now."""
+        """An Init or a piece of the warm-up sent and not answered yet: the worker is using the GPU now."""
         if self.error is not None or self.init_sent is None:
             return False
         return not self._context.is_set() or self.warming
@@ -407,7 +417,15 @@ class Spare:
         self.ready = True
         self._context.set()
         self._warm_go.set()
+        self._idle.set()
         self._done.set()
+
+    def _stepped(self) -> None:
+        if self._on_step is not None:
+            try:
+                self._on_step(self)
+            except Exception:  # the session's bookkeeping must not lose the spare: take() warms it
+                log.exception("a spare's step callback failed")
 
     def _read_replies(self) -> None:
         worker = self.worker
@@ -417,33 +435,41 @@ class Spare:
             self._failed(e)
             return
         self._context.set()
-        if self._on_context is not None:
+        self._stepped()
+        while True:
+            self._warm_go.wait()
+            with self._lock:
+                sent = self.piece_sent
+                if sent is None or self.error is not None:  # discarded: nothing under way, nothing more to read
+                    self.ready = True
+                    self._idle.set()
+                    self._done.set()
+                    return
             try:
-                self._on_context(self)
-            except Exception:  # the session's bookkeeping must not lose the spare: take() warms it
-                log.exception("a spare's context callback failed")
-        self._warm_go.wait()
-        if self.warm_sent is None or self.error is not None:  # discarded before its warm-up
-            self.ready = True
-            self._done.set()
-            return
-        try:
-            finish_warm(worker, self.warm_sent)
-        except Exception as e:
-            self._failed(e)
-            return
-        self.ready = True
-        self._done.set()
+                left = finish_warm(worker, sent)
+            except Exception as e:
+                self._failed(e)
+                return
+            with self._lock:
+                self.piece_sent = None
+                if not self._discarded:
+                    self._warm_go.clear()
+                if left == 0:
+                    self.ready = True
+                    self._done.set()
+                self._idle.set()
+            if left == 0:
+                return
+            self._stepped()
 
     def finish_warm(self) -> None:
-        """Wait for a warm-up under way (a timing is about to begin); raises why it failed."""
-        if self.warm_sent is not None:
-            self._done.wait()
+        """Wait for the piece of the warm-up under way (a timing is about to begin); raises why it failed."""
+        self._idle.wait()
         if self.error is not None:
             raise self.error
 
     def finish_init(self) -> None:
-        """Wait for everything sent to be answered (a baseline's quiet timing); raises why it failed."""
+        """Wait for what was sent to be answered (a timing is about to begin); raises why it failed."""
         if self.init_sent is not None:
             self._context.wait()
         self.finish_warm()
@@ -454,7 +480,11 @@ class Spare:
         worker = self.future.result()
         self.begin_init()
         self._context.wait()
-        self.begin_warm()  # (a job takes its workers while nothing is timed)
+        while not self._done.is_set():  # (a job takes its workers while nothing is timed)
+            self.begin_warm()
+            self._idle.wait()
+            if self.error is not None:
+                break
         self._done.wait()
         if self.error is not None:
             raise self.error
@@ -467,8 +497,8 @@ class Spare:
             return
         with self._lock:
             self._discarded = True
+            self._warm_go.set()
         self.resume()  # (paused at a timing's start: a stopped worker could neither answer nor exit politely)
-        self._warm_go.set()
         if self._reader is not None:
             self._reader.join(WORKER_START_TIMEOUT_S)
         worker.close()

@@ -99,6 +99,7 @@ class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
         self.cushion_us: int | None = None  # the cushion those cycles were calibrated for
         self.initialized = False
         self.warmed = False  # the libraries' warm-up done (Init with warm, or Warm)
+        self.warm_next = 0  # the warm-up's next piece (_warm_pieces)
         #: Set by :func:`serve`: the worker process freezes its objects after its first Init (``_freeze_collected``);
         #: a Worker made in another process (tests) never does.
         self.freezes = False
@@ -216,21 +217,45 @@ class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
         return protocol.InitReply(env=env, preloaded=self.preloaded, init_s=_perf_counter() - t0), []
 
     def cmd_warm(self, cmd: protocol.Warm, blobs: list) -> tuple[protocol.Reply, list]:
-        """The libraries' warm-up an ``Init(warm=False)`` left out: a spare's second step, so that a timing about to
-        begin finds a shorter step under way (parent/session.py, PAUSE_INITS_ENV)."""
+        """The libraries' warm-up an ``Init(warm=False)`` left out, ``cmd.pieces`` pieces of it at a time (0: all that
+        are left): a spare's steps after its context, each short, so that a timing about to begin waits for one piece
+        under way at most, never the whole warm-up (parent/session.py)."""
         if not self.initialized:
             raise RuntimeError("Warm before Init")
         t0 = _perf_counter()
         if self.problem is None and self.model is None:  # before any problem or candidate code only
-            self._warm_once()
-            if self.freezes:
+            self._warm_once(int(cmd.pieces))
+            if self.freezes and self.warmed:
                 _freeze_collected()
-        return protocol.WarmReply(warm_s=_perf_counter() - t0), []
+        else:
+            self.warmed = True
+        return protocol.WarmReply(warm_s=_perf_counter() - t0, left=self._warm_left()), []
 
-    def _warm_once(self) -> None:
-        if self.is_cuda and self.role in ("candidate", "reference") and not self.warmed:
-            self._warm_libraries()
-        self.warmed = True
+    def _warm_once(self, pieces: int = 0) -> None:
+        """The next ``pieces`` pieces of the warm-up (0: every piece left)."""
+        if self.role not in ("candidate", "reference"):
+            self.warmed = True
+            return
+        todo = self._warm_pieces()
+        stop = len(todo) if pieces <= 0 else min(len(todo), self.warm_next + pieces)
+        while self.warm_next < stop:
+            piece = todo[self.warm_next]
+            self.warm_next += 1
+            try:
+                piece()
+                self._sync()
+            except Exception as e:  # a speed-up only: a job's own first use loads what this could not
+                logging.getLogger(__name__).warning("warming the libraries failed (%s): %s: %s", piece.__name__,
+                                                    type(e).__name__, e)
+        if self.warm_next >= len(todo):
+            if self.is_cuda:
+                self.torch.cuda.empty_cache()
+            self.warmed = True
+
+    def _warm_left(self) -> int:
+        if self.warmed or self.role not in ("candidate", "reference"):
+            return 0
+        return max(0, len(self._warm_pieces()) - self.warm_next)
 
     # ------------------------------------------------------------------ helpers
     def _warm_profiler(self) -> None:
@@ -244,33 +269,40 @@ class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
         with kineto_profile(self.torch, cuda=False):
             self.torch.ones(8).add_(1)
 
-    def _warm_libraries(self) -> None:
-        """Load, in Init, what every job's first GPU work would otherwise load on its path: the random-number,
-        elementwise and reduction kernels that make inputs and compare outputs, the cuBLAS and cuDNN handles.
+    def _warm_pieces(self) -> list:
+        """Load, before any job, what every job's first GPU work would otherwise load on its path: the random-number,
+        elementwise and reduction kernels that make inputs and compare outputs, the cuBLAS and cuDNN handles, the timed
+        calls' own work, and (a reference, which compares) the one-pass comparison kernels.
 
         On the H200 (session 20) a fresh worker spent 0.45 s in a reference's setup or a candidate's load whatever the
         problem (a ReLU without weights too), and its first correctness trial took 0.1-0.2 s longer than the next
-        four. Init runs while nothing is timed, before any candidate code exists in the process; both roles do the
-        same, so neither side of a timing arrives with more loaded than the other."""
-        try:
-            self._warm_kernels()
-        except Exception as e:  # a speed-up only: a job's own first use loads what this could not
-            logging.getLogger(__name__).warning("warming the libraries failed: %s: %s", type(e).__name__, e)
+        four. Run while nothing is timed, before any candidate code exists in the process; both roles do the same
+        (but the comparison kernels), so neither side of a timing arrives with more loaded than the other. In pieces
+        of 0.1-0.2 s each (a spare's Warm sends one at a time)."""
+        pieces = [self._warm_random, self._warm_blas, self._warm_dnn, self._warm_checks]
+        if self.role == "reference" and self.is_cuda and self.compare.compare_kernel_wanted():
+            pieces.append(self._warm_compare_kernel)
+        return pieces
 
-    def _warm_kernels(self) -> None:
+    def _warm_random(self) -> None:
         torch = self.torch
-        dev = self.device
-        if self.role == "reference" and self.compare.compare_kernel_wanted():
-            # The reference compares (never a candidate's process): its checks of gigabyte outputs in one pass.
-            from kernelbench.evaluation import compare_kernel
+        torch.randn(64, 64, device=self.device)
+        torch.rand(64, device=self.device)
+        torch.randint(0, 8, (64,), device=self.device)
 
-            compare_kernel.enable(dev)
+    def _warm_blas(self) -> None:
+        a = self.torch.randn(64, 64, device=self.device)
+        a @ a
+
+    def _warm_dnn(self) -> None:
+        a = self.torch.randn(64, 64, device=self.device)
+        self.torch.nn.functional.conv2d(a.view(1, 1, 64, 64), a[:3, :3].reshape(1, 1, 3, 3))
+
+    def _warm_checks(self) -> None:
+        torch = self.torch
         with torch.no_grad():
-            a = torch.randn(64, 64, device=dev)
-            torch.rand(64, device=dev)
-            torch.randint(0, 8, (64,), device=dev)
+            a = torch.randn(64, 64, device=self.device)
             b = a @ a
-            torch.nn.functional.conv2d(a.view(1, 1, 64, 64), a[:3, :3].reshape(1, 1, 3, 3))
             tree, leaves = self.transport.flatten(b.clone())
             self.compare.compare_outputs(tree, leaves, b, 1e-4, 1e-4)
             self.compare.tensors_equal(a, a.clone())
@@ -279,10 +311,14 @@ class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
             # on every problem) and the launch cushion's spin (7 ms at its first launch). A fingerprinter of its own:
             # the worker's makes its buffers for the problem's outputs at the end of the warm-up.
             self.compare.Fingerprinter().measure([b.reshape(-1)], (1e-4, 1e-4), key=1)
-            torch.cuda._sleep(1000)
-            del a, b, tree, leaves
-        self._sync()
-        torch.cuda.empty_cache()
+            if self.is_cuda:
+                torch.cuda._sleep(1000)
+
+    def _warm_compare_kernel(self) -> None:
+        # The reference compares (never a candidate's process): its checks of gigabyte outputs in one pass.
+        from kernelbench.evaluation import compare_kernel
+
+        compare_kernel.enable(self.device)
 
     def _collect_cycles(self) -> None:
         """Free outputs caught in reference cycles (candidate or problem code can make them), which
