@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-#: What a storm process runs once told to go: a spare's Init (worker/process.py: cmd_init and _warm_kernels), then
+#: What a storm process runs once told to go: a spare's Init (worker/process.py: cmd_init and _warm_pieces), then
 #: its exit. It prints the seconds of each piece as one JSON line.
 STORM_CODE = r"""
 import json, sys, time

@@ -72,6 +72,7 @@ def test_a_clean_reference_forgets_its_problem_and_sets_up_the_next():
     ("torch.set_default_dtype(torch.float64)", "default dtype"),
     ("torch.set_float32_matmul_precision('medium')", "float32 matmul precision"),
     ("torch.allclose = lambda *a, **k: True", "torch.allclose"),
+    ("import os\nos.environ['KB_LEFT_BEHIND'] = '1'", "KB_LEFT_BEHIND"),
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()", "thread"),
 ])
 def test_a_problem_that_leaves_something_behind_is_not_reused(what, left):

@@ -76,8 +76,9 @@ def test_the_setting():
 def test_references_are_forked_fresh_for_each_problem(tmp_path, forked, monkeypatch):
     """Three problems, three forked references (the template's children, not ours); what the first problem's code
     left in its process (an environment variable, a torch setting) is absent from the next one's, and so is the
-    template's own NVML setting."""
+    template's own NVML setting. (References reused from problem to problem are tests/test_reference_reuse.py's.)"""
     monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.setenv("KB_REUSE_REFERENCES", "0")
     leak = problem_source().replace(
         "import torch\n", "import os\nimport torch\nos.environ['KB_LEFT_BEHIND'] = '1'\n"
         "torch.backends.cudnn.benchmark = True\n", 1)
@@ -128,8 +129,9 @@ def test_a_forked_reference_dies_as_a_started_one_does(tmp_path):
     assert not template.process.alive()
 
 
-def test_a_lost_template_costs_only_speed(tmp_path, forked):
+def test_a_lost_template_costs_only_speed(tmp_path, forked, monkeypatch):
     """The template killed between two problems: the next reference is started the usual way and the job passes."""
+    monkeypatch.setenv("KB_REUSE_REFERENCES", "0")  # (a reused reference would need no new one)
     problems = [one_problem(tmp_path / f"p{i}", problem_source(shape=f"8, {8 + i}"), name=f"{i + 1}_Relu.py")
                 for i in range(2)]
     with cpu_session() as session:

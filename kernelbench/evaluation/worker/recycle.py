@@ -7,13 +7,15 @@ code only, so instead of exiting when its problem is done it may forget the prob
 :meth:`RecycleCommands.cmd_recycle` drops everything the problem made (module, model, inputs, outputs, buffers sized to
 its outputs, the launch cushion's calibration) and gives the cached memory back, so the next problem finds the worker
 as a fresh one would be after its Init. It refuses, and the parent lets the worker exit, when the problem's code left
-something behind that a fresh worker would not have: a thread, a torch global setting changed (TF32, cuDNN's
-benchmark mode, the default dtype, ...), a patched torch function, or a problem run under torch.compile (baselines).
+something behind that a fresh worker would not have: a thread, an environment variable, a torch global setting changed
+(TF32, cuDNN's benchmark mode, the default dtype, ...), a patched torch function, or a problem run under torch.compile
+(baselines).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -74,18 +76,21 @@ class RecycleCommands:
         from kernelbench.evaluation.guards import runtime as rt
 
         self.before_problem = (global_settings(self.torch), rt.PatchSnapshot.take(), _active_count(),
-                               bool(cmd.compile_mode))
+                               bool(cmd.compile_mode), dict(os.environ))
 
     def _left_behind(self) -> str | None:
         """What the last problem's code left in this process that a fresh worker would not have (None: nothing)."""
         before = getattr(self, "before_problem", None)
         if before is None:
             return "no problem has been set up in this worker"
-        settings, snapshot, threads, compiled = before
+        settings, snapshot, threads, compiled, environ = before
         if compiled:
             return "its problem ran under torch.compile"
         if _active_count() > threads:
             return f"the problem's code left {_active_count() - threads} thread(s) running"
+        if dict(os.environ) != environ:
+            names = sorted(set(os.environ.items()) ^ set(environ.items()))
+            return f"the problem's code changed environment variables: {', '.join(sorted({k for k, _ in names}))}"
         now = global_settings(self.torch)
         changed = sorted(k for k in settings if now.get(k) != settings[k])
         if changed:
