@@ -73,6 +73,8 @@ def test_a_clean_reference_forgets_its_problem_and_sets_up_the_next():
     ("torch.set_float32_matmul_precision('medium')", "float32 matmul precision"),
     ("torch.allclose = lambda *a, **k: True", "torch.allclose"),
     ("import os\nos.environ['KB_LEFT_BEHIND'] = '1'", "KB_LEFT_BEHIND"),
+    ("import gc\ngc.callbacks.append(lambda *a: None)", "garbage collector callback"),
+    ("import sys\nsys.setprofile(lambda *a: None)", "trace or profile hook"),
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()", "thread"),
 ])
 def test_a_problem_that_leaves_something_behind_is_not_reused(what, left):
@@ -82,6 +84,27 @@ def test_a_problem_that_leaves_something_behind_is_not_reused(what, left):
         reply = w.cmd_recycle(protocol.Recycle(), [])[0]
         assert not reply.clean and {left!r} in reply.detail, reply
         assert w.problem is not None  # not forgotten: the worker exits instead
+    """)
+
+
+def test_the_next_problem_draws_the_random_numbers_a_fresh_worker_would():
+    """Module-level draws run before any seeding, in the reference and in the candidate (a fresh process, warmed the
+    same way): a reused reference must start the next problem from the same generator state, whatever the last
+    problem drew."""
+    run_child("""
+        import random
+        import torch
+        drawing = "import random\\nimport torch\\nW = torch.randn(4)\\nR = random.random()\\n" + problem_source("x + W[0]")
+        setup(w, drawing)
+        fresh = (sys.modules["kb_problem"].W.clone(), sys.modules["kb_problem"].R)
+        assert w.cmd_recycle(protocol.Recycle(), [])[0].clean
+        setup(w, "import torch\\n_ = torch.rand(1000)\\n" + problem_source("x * 3"))
+        torch.randn(7)
+        random.random()
+        assert w.cmd_recycle(protocol.Recycle(), [])[0].clean
+        setup(w, drawing)
+        again = sys.modules["kb_problem"]
+        assert torch.equal(again.W, fresh[0]) and again.R == fresh[1]
     """)
 
 

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 import torch
+
+from kernelbench.evaluation.triton_caches import triton_cache, trusted_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,8 @@ if triton is not None:
 
 _enabled_on: set[str] = set()
 _partials: dict[str, torch.Tensor] = {}
+#: One comparison at a time per process: the partials buffer is shared until its read-back.
+_lock = threading.Lock()
 
 
 def interpreting() -> bool:
@@ -164,9 +169,11 @@ def disable() -> None:
 
 
 def _served(c: torch.Tensor, r: torch.Tensor, force: bool) -> bool:
+    # (a negative or conjugate view reads its memory with a sign flipped: the kernel reads the memory as it is)
     return (str(r.device) in _enabled_on and c.device == r.device and c.dtype == r.dtype
             and (force or r.numel() >= MIN_ELEMENTS) and 0 < r.numel() < 2**31 - 1
-            and c.is_contiguous() and r.is_contiguous())
+            and c.is_contiguous() and r.is_contiguous() and not (c.is_neg() or r.is_neg() or c.is_conj()
+                                                                 or r.is_conj()))
 
 
 def _programs(n: int) -> int:
@@ -174,11 +181,28 @@ def _programs(n: int) -> int:
 
 
 def _launch(kernel: Any, programs: int, device: torch.device, *args: Any, **meta: Any) -> None:
-    if device.type == "cuda":
-        with torch.cuda.device(device):
-            kernel[(programs,)](*args, **meta, enable_fp_fusion=False)
-    else:
-        kernel[(programs,)](*args, **meta)
+    # Compiled (at a dtype's first use) into a trusted cache the reference workers share, never a candidate's.
+    with triton_cache(_trusted_cache()):
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                kernel[(programs,)](*args, **meta, enable_fp_fusion=False)
+        else:
+            kernel[(programs,)](*args, **meta)
+
+
+_cache_dir: list = []
+
+
+def _trusted_cache() -> Any:
+    """The trusted Triton cache folder (made once; None where it cannot be: Triton's own default then)."""
+    if not _cache_dir:
+        path = trusted_cache_dir("triton-compare")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            path = None
+        _cache_dir.append(path)
+    return _cache_dir[0]
 
 
 def tally(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float,
@@ -191,10 +215,11 @@ def tally(c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float,
     n = r.numel()
     programs = _programs(n)
     parts = _partials[str(r.device)]
-    _launch(_tally, programs, r.device, c, r, parts, n, float(atol), float(rtol), programs,
-            ABS=abs_mask, INF=inf, BITS=_tl_int(bits), BLOCK=BLOCK)
-    p = parts[:programs * 3].view(programs, 3)
-    bad, mabs, mrel = torch.stack([p[:, 0].sum(), p[:, 1].max(), p[:, 2].max()]).tolist()
+    with _lock:
+        _launch(_tally, programs, r.device, c, r, parts, n, float(atol), float(rtol), programs,
+                ABS=abs_mask, INF=inf, BITS=_tl_int(bits), BLOCK=BLOCK)
+        p = parts[:programs * 3].view(programs, 3)
+        bad, mabs, mrel = torch.stack([p[:, 0].sum(), p[:, 1].max(), p[:, 2].max()]).tolist()
     return int(bad), float(mabs), float(mrel)
 
 
@@ -211,8 +236,9 @@ def differs(c: torch.Tensor, r: torch.Tensor, force: bool = False) -> int | None
         meta = {"ABS": abs_mask, "INF": inf, "BITS": _tl_int(bits), "IS_FLOAT": True}
     else:
         meta = {"ABS": 0, "INF": 0, "BITS": tl.int32, "IS_FLOAT": False}
-    _launch(_differ, programs, r.device, c, r, parts, n, programs, **meta, BLOCK=BLOCK)
-    return int(parts[:programs].sum().item())
+    with _lock:
+        _launch(_differ, programs, r.device, c, r, parts, n, programs, **meta, BLOCK=BLOCK)
+        return int(parts[:programs].sum().item())
 
 
 def _tl_int(dtype: torch.dtype) -> Any:

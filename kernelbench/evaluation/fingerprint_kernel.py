@@ -31,11 +31,13 @@ import re
 import shutil
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from kernelbench.evaluation.triton_caches import triton_cache, trusted_cache_dir  # noqa: F401  (kept importable here)
 
 log = logging.getLogger(__name__)
 
@@ -125,31 +127,6 @@ if triton is not None:
 
 #: Triton names a cache entry's folder by a hash of what it holds.
 _ENTRY = re.compile(r"[A-Za-z0-9_-]{16,128}")
-
-
-def trusted_cache_dir() -> Path:
-    """The Triton cache the reference workers (trusted code only) compile the fingerprint kernel into: beside the
-    extension cache, never shown to a sandbox."""
-    from kernelbench.evaluation import compile_cache
-
-    return compile_cache.base_root().parent / "triton-fingerprint"
-
-
-@contextlib.contextmanager
-def triton_cache(path: Path | None) -> Iterator[None]:
-    """Triton's cache folder is ``path`` inside the block (Triton reads ``TRITON_CACHE_DIR`` as it compiles)."""
-    if path is None:
-        yield
-        return
-    old = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_CACHE_DIR", None)
-        else:
-            os.environ["TRITON_CACHE_DIR"] = old
 
 
 def seed_cache(dest: Path, owner: tuple[int, int] | None = None) -> int:

@@ -459,16 +459,23 @@ class DeviceSession:
     def _recycled(self, timeout_s: float) -> WorkerProcess | None:
         """The last problem's reference, ready for the next problem's Setup; None when there is none or it cannot
         be (its problem left something behind, or it did not answer: it exits, and a spare serves)."""
-        worker, self._recyclable = self._recyclable, None
+        worker = self._recyclable  # (kept there while it answers: abort() kills it)
         if worker is None:
             return None
         try:  # (its time is recorded under the command's name, as every command's is)
             reply, _ = receive(send(worker, protocol.Recycle(), protocol.RecycleReply, timeout_s, Stage.INIT,
                                     "recycling the last problem's reference"))
-        except Exception as e:  # (a dead or hung worker: its own failure, never the next job's)
-            log.warning("%s: the last problem's reference could not be reused (%s); a fresh one serves", self.device, e)
+        except BaseException as e:  # (a dead or hung worker: its own failure, never the next job's)
+            self._recyclable = None
             worker.kill()
+            if not isinstance(e, Exception):  # Ctrl-C
+                raise
+            log.warning("%s: the last problem's reference could not be reused (%s); a fresh one serves", self.device, e)
             return None
+        self._recyclable = None
+        if self.aborted:
+            worker.kill()
+            raise RuntimeError("the evaluation was aborted")
         if not reply.clean:
             log.info("%s: the last problem's reference is not reused: %s", self.device, reply.detail)
             self._close_in_background(worker)

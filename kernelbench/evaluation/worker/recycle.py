@@ -8,8 +8,9 @@ code only, so instead of exiting when its problem is done it may forget the prob
 its outputs, the launch cushion's calibration) and gives the cached memory back, so the next problem finds the worker
 as a fresh one would be after its Init. It refuses, and the parent lets the worker exit, when the problem's code left
 something behind that a fresh worker would not have: a thread, an environment variable, a torch global setting changed
-(TF32, cuDNN's benchmark mode, the default dtype, ...), a patched torch function, or a problem run under torch.compile
-(baselines).
+(TF32, cuDNN's benchmark mode, the default dtype, ...), a patched torch function, a hook or mode the timed calls' own
+check refuses, another current stream, or a problem run under torch.compile (baselines). The random-number generators
+go back to where the warm-up left them, where a fresh worker's (and the candidate's) problem code starts.
 """
 
 from __future__ import annotations
@@ -50,9 +51,15 @@ def _settings_readers(torch: Any) -> dict[str, Callable[[], Any]]:
         "cuda.mem_efficient_sdp": cuda.mem_efficient_sdp_enabled,
         "cuda.math_sdp": cuda.math_sdp_enabled,
     }
-    default_device = getattr(torch, "get_default_device", None)
-    if default_device is not None:
-        readers["default device"] = default_device
+    optional = {  # (not in every torch build)
+        "default device": lambda: torch.get_default_device(),
+        "cuda.cudnn_sdp": lambda: cuda.cudnn_sdp_enabled(),
+        "cuda.matmul.allow_fp16_accumulation": lambda: cuda.matmul.allow_fp16_accumulation,
+        "cuda.matmul.fp32_precision": lambda: cuda.matmul.fp32_precision,
+        "cudnn.fp32_precision": lambda: cudnn.fp32_precision,
+        "fp32_precision": lambda: torch.backends.fp32_precision,
+    }
+    readers.update(optional)
     return readers
 
 
@@ -75,6 +82,7 @@ class RecycleCommands:
         """In Setup, once our own settings are applied and before the problem's code runs: what recycling compares."""
         from kernelbench.evaluation.guards import runtime as rt
 
+        self._keep_fresh_random_state()
         self.before_problem = (global_settings(self.torch), rt.PatchSnapshot.take(), _active_count(),
                                bool(cmd.compile_mode), dict(os.environ))
 
@@ -88,6 +96,9 @@ class RecycleCommands:
             return "its problem ran under torch.compile"
         if _active_count() > threads:
             return f"the problem's code left {_active_count() - threads} thread(s) running"
+        left = self._hooks_left()
+        if left:
+            return f"the problem's code left {left} in place"
         if dict(os.environ) != environ:
             names = sorted(set(os.environ.items()) ^ set(environ.items()))
             return f"the problem's code changed environment variables: {', '.join(sorted({k for k, _ in names}))}"
@@ -101,6 +112,56 @@ class RecycleCommands:
         if patched:
             return f"the problem's code replaced: {', '.join(patched[:5])}"
         return None
+
+    def _hooks_left(self) -> str | None:
+        """What the timed calls' own check (timing._check_no_hooks) would refuse, and the current stream."""
+        from kernelbench.evaluation.worker.bound import getprofile, gettrace
+        from kernelbench.evaluation.worker.timing import worker_changes
+
+        if any(depth() for depth in self.mode_depths):
+            return "a torch function or dispatch mode"
+        if (gettrace(), getprofile()) != self.hooks_at_start:
+            return "a trace or profile hook"
+        if tuple(map(id, self.gc_callbacks)) != self.gc_callbacks_at_start:
+            return "a garbage collector callback"
+        changed = worker_changes(self)
+        if changed:
+            return f"changes to the worker ({', '.join(changed[:5])})"
+        if self.is_cuda and self.torch.cuda.current_stream(self.device) != self.stream:
+            return "another current CUDA stream"
+        return None
+
+    def _keep_fresh_random_state(self) -> None:
+        """At the first Setup, before any problem code: the random-number generators as the warm-up left them, which
+        a fresh worker's problem code starts from (module-level draws run before any seeding, in both workers)."""
+        if getattr(self, "fresh_random_state", None) is not None:
+            return
+        import random
+
+        torch = self.torch
+        state = {"torch": torch.get_rng_state(), "random": random.getstate()}
+        if self.is_cuda:
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        try:
+            import numpy as np
+
+            state["numpy"] = np.random.get_state()
+        except ImportError:
+            pass
+        self.fresh_random_state = state
+
+    def _restore_fresh_random_state(self) -> None:
+        import random
+
+        state = self.fresh_random_state
+        self.torch.set_rng_state(state["torch"])
+        random.setstate(state["random"])
+        if "cuda" in state:
+            self.torch.cuda.set_rng_state(state["cuda"], self.device)
+        if "numpy" in state:
+            import numpy as np
+
+            np.random.set_state(state["numpy"])
 
     def cmd_recycle(self, cmd: protocol.Recycle, blobs: list) -> tuple[protocol.Reply, list]:
         """Forget the last problem, if its code left nothing behind; the reply says whether this worker takes another
@@ -131,3 +192,4 @@ class RecycleCommands:
         self.before_problem = None
         gc.collect()
         self._release_cached_memory()
+        self._restore_fresh_random_state()
