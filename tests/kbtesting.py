@@ -247,3 +247,14 @@ class ModelNew(nn.Module):
         scratch_kernel[(1,)](scratch, 1024, BLOCK=1024)
         return getattr(torch, "mat" + "mul")(A, B)
 '''
+
+
+def run_interpreted(prelude: str, body: str, env_extra: Mapping[str, str] | None = None) -> str:
+    """``prelude`` then ``body`` (dedented) in a child Python under Triton's CPU interpreter, which needs
+    ``TRITON_INTERPRET=1`` before any kernel is defined; asserts the child got to its end and returns its output."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO), **(env_extra or {})}
+    code = prelude + textwrap.dedent(body) + "\nprint('CHILD-OK')\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=str(REPO))
+    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout

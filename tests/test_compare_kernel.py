@@ -7,13 +7,10 @@ the kernels enabled, every comparison must come out exactly as the torch path's:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from kbtesting import run_interpreted
 
 pytest.importorskip("triton")
 
@@ -42,12 +39,7 @@ def same(plain, fast):
 
 
 def run_child(body: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    code = PRELUDE + textwrap.dedent(body) + "\nprint('CHILD-OK')\n"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=str(ROOT))
-    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
+    return run_interpreted(PRELUDE, body)
 
 
 def test_passes_and_failures_come_out_as_the_torch_path_s():

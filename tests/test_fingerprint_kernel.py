@@ -8,12 +8,10 @@ serve to the torch path, and show the patch detector every object between the fi
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from kbtesting import run_interpreted
 
 pytest.importorskip("triton")
 
@@ -46,12 +44,7 @@ def close(a, b, rel=1e-12):
 
 
 def run_child(body: str, env_extra: dict[str, str] | None = None) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    code = PRELUDE + textwrap.dedent(body) + "\nprint('CHILD-OK')\n"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=str(ROOT))
-    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
+    return run_interpreted(PRELUDE, body, env_extra)
 
 
 def test_sums_and_bounds_equal_the_torch_path_across_chunks_sizes_and_keys():
