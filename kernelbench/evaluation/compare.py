@@ -97,7 +97,7 @@ def _kernel():
     """compare_kernel when this process has enabled it on some device (the reference worker does at its Init), else
     None: looked up, never imported here, so that a process that never enables it never imports Triton for it."""
     mod = sys.modules.get(_KERNEL_MODULE)
-    return mod if mod is not None and mod._enabled_on else None
+    return mod if mod is not None and mod.active() else None
 
 
 def _kernel_tally(cf: torch.Tensor, rf: torch.Tensor, atol: float, rtol: float) -> Comparison | None:

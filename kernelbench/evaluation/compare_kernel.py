@@ -22,13 +22,12 @@ at its Init); a candidate's outputs reach it as data, never as code.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Any
 
 import torch
 
-from kernelbench.evaluation.triton_caches import triton_cache, trusted_cache_dir
+from kernelbench.evaluation.triton_caches import interpreting, triton_cache, trusted_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +132,6 @@ _partials: dict[str, torch.Tensor] = {}
 _lock = threading.Lock()
 
 
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
 def enable(device: torch.device) -> bool:
     """Serve comparisons on ``device`` in this (trusted) process from now on, the kernels compiled and launched once
     now (from Triton's cache after the first worker). False, and the torch path, where they cannot run."""
@@ -160,6 +155,11 @@ def enable(device: torch.device) -> bool:
         _partials.pop(key, None)
         return False
     return True
+
+
+def active() -> bool:
+    """Has this process enabled the kernels on some device?"""
+    return bool(_enabled_on)
 
 
 def disable() -> None:

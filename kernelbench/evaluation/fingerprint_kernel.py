@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from kernelbench.evaluation.triton_caches import triton_cache, trusted_cache_dir  # noqa: F401  (kept importable here)
+from kernelbench.evaluation.triton_caches import interpreting, triton_cache, trusted_cache_dir  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +160,6 @@ def seed_cache(dest: Path, owner: tuple[int, int] | None = None) -> int:
             with contextlib.suppress(OSError):
                 os.chown(parent, *owner)
     return copied
-
-
-def interpreting() -> bool:
-    """Is Triton running kernels in its CPU interpreter (``TRITON_INTERPRET=1``, tests without a GPU)?"""
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
 
 
 class FusedSums:

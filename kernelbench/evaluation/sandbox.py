@@ -136,6 +136,8 @@ class WorkerProcess:
         if launcher is not None and (confinement is not None or role != "reference" or template):
             raise ValueError("only an unconfined reference worker is forked from a template")
         self.role = role
+        #: A reference's problems set up so far (parent/session.py reuses one for several, REUSE_ENV).
+        self.problems_served = 0
         self._kill_lock = threading.Lock()
         self.device = device
         self.confinement = confinement

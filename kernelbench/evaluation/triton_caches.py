@@ -1,4 +1,4 @@
-"""Triton cache folders of trusted processes: where the reference workers compile our own kernels.
+"""Where and how our own Triton kernels compile and run: the trusted processes' cache folders, the interpreter.
 
 Triton compiles a kernel at its first launch for a signature and keeps it in ``TRITON_CACHE_DIR``. Our kernels (the
 timed calls' fingerprint, the reference's comparisons) are compiled by reference workers, which run trusted code only,
@@ -20,6 +20,11 @@ def trusted_cache_dir(name: str = "triton-fingerprint") -> Path:
     from kernelbench.evaluation import compile_cache
 
     return compile_cache.base_root().parent / name
+
+
+def interpreting() -> bool:
+    """Is Triton running kernels in its CPU interpreter (``TRITON_INTERPRET=1``, tests without a GPU)?"""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
 
 
 @contextlib.contextmanager

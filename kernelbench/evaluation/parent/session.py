@@ -444,7 +444,7 @@ class DeviceSession:
         """The reply to :meth:`begin_reference`; the reference then serves the jobs of its problem."""
         reply, _ = receive(setup.pending)
         worker = setup.pending.worker
-        worker.problems_served = getattr(worker, "problems_served", 0) + 1
+        worker.problems_served += 1
         self.reference, self.reference_key = worker, setup.key
         self.reference_info = ReferenceInfo(stochastic=bool(reply.stochastic),
                                             nondeterministic=bool(reply.nondeterministic), env=worker.info)
@@ -501,7 +501,7 @@ class DeviceSession:
             if self.reference_key is None:  # its setup was never read: busy or broken, it cannot exit politely
                 self.reference.kill()
             elif reuse and self.reuse_references and self.reference.alive() \
-                    and getattr(self.reference, "problems_served", 0) < PROBLEMS_PER_REFERENCE:
+                    and self.reference.problems_served < PROBLEMS_PER_REFERENCE:
                 self._recyclable = self.reference
             else:
                 self._close_in_background(self.reference)

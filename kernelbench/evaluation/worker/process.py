@@ -89,6 +89,8 @@ class Worker(ExportCommands, TimingCommands, TraceCommands, RecycleCommands):
         self.snapshot = None
         #: Set by a reference's Setup before the problem's code runs (RecycleCommands).
         self.before_problem: Any = None
+        #: The random-number generators' state at a reference's first Setup (RecycleCommands restores it).
+        self.fresh_random_state: dict | None = None
         self.threads_before = _active_count()
         self.interp_launches: dict[str, int] = {}
         from kernelbench.evaluation.provenance import LaunchRecorder

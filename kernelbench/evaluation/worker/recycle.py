@@ -88,7 +88,7 @@ class RecycleCommands:
 
     def _left_behind(self) -> str | None:
         """What the last problem's code left in this process that a fresh worker would not have (None: nothing)."""
-        before = getattr(self, "before_problem", None)
+        before = self.before_problem
         if before is None:
             return "no problem has been set up in this worker"
         settings, snapshot, threads, compiled, environ = before
@@ -134,7 +134,7 @@ class RecycleCommands:
     def _keep_fresh_random_state(self) -> None:
         """At the first Setup, before any problem code: the random-number generators as the warm-up left them, which
         a fresh worker's problem code starts from (module-level draws run before any seeding, in both workers)."""
-        if getattr(self, "fresh_random_state", None) is not None:
+        if self.fresh_random_state is not None:
             return
         import random
 
