@@ -10,9 +10,12 @@ the tolerance bounds need, read back once. The per-call weights are the product 
 rotated per call; this script times the ways of applying them on one output:
 
 * ``fixed``: session 16's fingerprinter (one pattern, the same every call), for the cost of per-call weights;
-* ``shipped``: ``Fingerprinter.measure`` through torch operators, the path for dtypes the kernel below is not
-  compiled for (the float32 output cast into the float64 buffer by a plain copy, summed there, then multiplied in
-  place by the first pattern: every elementwise kernel on one dtype);
+* ``shipped``: ``Fingerprinter.measure`` through torch operators as the workers run it (session 24: a float32
+  output summed in float32 segments of ``compare.SEGMENT`` elements, the segments' sums in float64; the weighted
+  one from the output times the call's int8 signs);
+* ``float64``: ``Fingerprinter.measure`` through the float64 buffer, the path of every other dtype and of float32
+  outputs before session 24 (``KB_FINGERPRINT=float64``: the float32 output cast into the buffer by a plain copy,
+  summed there, then multiplied in place by the first pattern);
 * ``fused``: ``Fingerprinter.measure`` with the one-pass Triton kernel the workers start on a GPU
   (``kernelbench.evaluation.fingerprint_kernel``: the output read once, the weights hashed in registers), the
   path float32 outputs take; its sums and bounds are checked against the torch path's first;
@@ -95,8 +98,8 @@ def _variants(torch, compare):
             parts += [b.sum(), torch.dot(b, q), torch.linalg.vector_norm(b, 1), torch.dot(b, b)]
         return torch.stack(parts).tolist()
 
-    def shipped_state(n, device):
-        st = {"fp": compare.Fingerprinter()}
+    def shipped_state(n, device, segment=None):
+        st = {"fp": compare.Fingerprinter(segment=segment)}
         st["fp"].prepare([torch.empty(n, device=device)])
         return st
 
@@ -109,6 +112,7 @@ def _variants(torch, compare):
     return {
         "fixed": (lambda n, d: base_state(n, d, 1), fixed),
         "shipped": (shipped_state, shipped),
+        "float64": (lambda n, d: shipped_state(n, d, 0), shipped),
         "fused": (fused_state, shipped),
         "mixed-dtype": (lambda n, d: base_state(n, d, 2), mixed_dtype),
         "pattern": (lambda n, d: base_state(n, d, 2), pattern),
@@ -151,15 +155,21 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as e:  # the fused kernel on the CPU without the interpreter
                 print(f"{name}: {e}; left out", file=sys.stderr)
                 del variants[name]
-        shipped = states["shipped"]["fp"].measure([t], key=77)[0]
+        shipped = states["float64"]["fp"].measure([t], key=77)[0]
+        torch_path = states["float64"]["fp"].measure([t], (1e-2, 1e-2), key=77)
         if "fused" in states:
             fused = states["fused"]["fp"].measure([t], (1e-2, 1e-2), key=77)
-            torch_path = states["shipped"]["fp"].measure([t], (1e-2, 1e-2), key=77)
             for a, b in zip(fused[0] + fused[1], torch_path[0] + torch_path[1]):
                 if abs(a - b) > 1e-9 * (1 + abs(b)):
-                    print(f"fused does not give the torch path's sums and bounds at {n} elements: {fused} vs "
+                    print(f"fused does not give the float64 path's sums and bounds at {n} elements: {fused} vs "
                           f"{torch_path}", file=sys.stderr)
                     return 1
+        segmented = states["shipped"]["fp"].measure([t], (1e-2, 1e-2), key=77)
+        err = (compare.SEGMENT - 1) * 2.0 ** -24 * float(t.abs().double().sum())
+        if any(abs(a - b) > err + 1e-9 for a, b in zip(segmented[0], torch_path[0])):
+            print(f"the float32 path's sums are further from the float64 path's than its rounding allows at {n} "
+                  f"elements: {segmented[0]} vs {torch_path[0]}", file=sys.stderr)
+            return 1
         for name in ("mixed-dtype", "pattern"):
             s0, s1 = _sums(variants[name][1](t, states[name], 77), chunks)
             if abs(s0 - shipped[0]) > 1e-6 * (1 + abs(shipped[0])) or abs(s1 - shipped[1]) > 1e-6 * (1 + abs(shipped[1])):

@@ -45,6 +45,8 @@
 #                 piece (official level $KB_LEVELS, default 2, problems 1-10, each with the fingerprint through torch
 #                 operators and with the one-pass kernel; KB_FINGERPRINTERS="previous torch current" adds the one
 #                 before session 16; about a minute)
+#   fingerprint-f32  scripts/bench_fingerprint.py from 10k to 1.6G float32 elements (the float32 path against the
+#                 float64 one and the fused kernel) and tests/test_fingerprint_gpu.py
 #   fingerprint   one reference worker's start and Init (scripts/probe_worker_init.py: its stacks if Init hangs),
 #                 scripts/bench_fingerprint.py (the ways of computing a timed call's output fingerprint, ms per
 #                 call at 256M..10k elements; the fused watch's size and cost per check) and the fingerprint's GPU
@@ -261,6 +263,10 @@ for phase in "${phases[@]}"; do
         --fingerprinter ${KB_FINGERPRINTERS:-torch current} --json "$OUT/timing_stage_L${KB_LEVELS:-2}.json" ;;
     fingerprint) run worker-init python3 scripts/probe_worker_init.py --fingerprint "${KB_FINGERPRINT:-fused}" --wait 90
       run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
+      run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
+    fingerprint-f32)
+      run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 1610612736 268435456 16777216 1048576 10000 \
+        --repeats 10 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
     compare) run compare-bench python3 scripts/bench_compare.py --json "$OUT/bench_compare.json"
       run compare-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_compare_kernel_gpu.py ;;

@@ -61,16 +61,34 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
     fp = compare.Fingerprinter(chunk=256)
     sums, bounds = fp.measure([t], (1e-3, 1e-2))
     s0, s1, mag, sq = direct(t, 256)
-    assert sums[:2] == pytest.approx([s0, s1], rel=1e-12, abs=1e-9)
+    # Float32 outputs (complex64 ones too) are summed in float32 segments: each segment's sum is off by at most
+    # (SEGMENT - 1) float32 roundings of its absolute sum; every other dtype through float64, exactly.
+    segmented = t.dtype in (torch.float32, torch.complex64)
+    gamma = (compare.SEGMENT - 1) * 2.0 ** -24 if segmented else 0.0
+    err = gamma * mag + 1e-9
+    assert abs(sums[0] - s0) <= err and abs(sums[1] - s1) <= err
+    if not segmented:
+        assert sums[:2] == pytest.approx([s0, s1], rel=1e-12, abs=1e-9)
     for key in (1, 2**40 + 3, 987654321):
-        assert fp.measure([t], key=key)[0][:2] == pytest.approx(list(direct(t, 256, key)[:2]), rel=1e-12, abs=1e-9)
+        got, want = fp.measure([t], key=key)[0][:2], direct(t, 256, key)[:2]
+        assert abs(got[0] - want[0]) <= err and abs(got[1] - want[1]) <= err
     assert sums[2] == compare.size_key(t)
     if t.is_floating_point() or t.is_complex():
         n = t.numel() * (2 if t.is_complex() else 1)
+        values = direct_values(t)
+        if segmented:  # the 1-norm and squares as the float32 path bounds them from above
+            mag, sq = mag * (1 + 2 * gamma), sq * (1 + 4 * gamma)
         worst = 1e-3 * n + 1e-2 * mag + 1e-9 * mag
-        spread = math.sqrt(sum((1e-3 + 1e-2 * abs(v)) ** 2 for v in direct_values(t)))
-        assert bounds[0] == pytest.approx(worst, rel=1e-9)
-        assert bounds[1] == pytest.approx(min(worst, compare.WEIGHTED_Z * spread + 1e-9 * mag), rel=1e-9)
+        spread2 = sum((1e-3 + 1e-2 * abs(v)) ** 2 for v in values)
+        if segmented:
+            # both sides' plain-sum rounding, the candidate's 1-norm at most ours plus the tolerance; the weighted
+            # sums' rounding in quadrature, the candidate's squares at most (sqrt(ours) + sqrt(spread2))**2
+            worst += gamma * (2 * mag + 1e-3 * n + 1e-2 * mag)
+            spread2 += gamma ** 2 * compare.SEGMENT * (sq + (math.sqrt(sq) + math.sqrt(spread2)) ** 2)
+        # (rel: the 1-norm and squares the float32 path summed are themselves within a few gammas)
+        assert bounds[0] == pytest.approx(worst, rel=1e-9 + 8 * gamma)
+        assert bounds[1] == pytest.approx(min(worst, compare.WEIGHTED_Z * math.sqrt(spread2) + 1e-9 * mag),
+                                          rel=1e-9 + 8 * gamma)
         assert bounds[2] == 0.0
     else:
         assert bounds == [0.5, 0.5, 0.0]
@@ -206,14 +224,21 @@ def test_a_matmul_from_low_precision_inputs_fails_the_weighted_bound_the_worst_c
 
 def test_buffers_are_sized_to_the_outputs_and_made_once():
     fp = compare.Fingerprinter(chunk=1 << 20)
-    fp.prepare([torch.randn(300), torch.randn(10), torch.zeros(0)])
-    buf = fp._buf
-    assert buf.numel() == 300 and fp._w.numel() == 300, "sized to the largest output, not a whole chunk"
+    fp.prepare([torch.randn(300), torch.randn(10), torch.zeros(0), torch.randn(40).double()])
+    f32, buf = fp._f32, fp._buf
+    assert f32.size == 300 and f32.w.numel() == 300 and f32.weighted.numel() == 300, \
+        "float32 outputs: sized to the largest, not a whole chunk"
+    assert buf.numel() == 40 and fp._w.numel() == 40, "the float64 buffer only for the outputs of other dtypes"
     for _ in range(3):
-        fp.measure([torch.randn(300), torch.randn(10)], (1e-2, 1e-2))
-    assert fp._buf is buf, "no new allocation between calls of the same shapes"
+        fp.measure([torch.randn(300), torch.randn(10), torch.randn(40).double()], (1e-2, 1e-2))
+    assert fp._f32 is f32 and fp._buf is buf, "no new allocation between calls of the same shapes"
     fp.measure([torch.randn(3 << 20)])
-    assert fp._buf.numel() == 1 << 20 and fp._w.numel() == 1 << 20, "at most a chunk, however large the output"
+    assert fp._f32.size == 1 << 20 and fp._f32.partial.shape[1] == (1 << 20) // compare.SEGMENT + 1, \
+        "at most a chunk, however large the output"
+    fp.measure([torch.randn(3 << 20).double()])
+    assert fp._buf.numel() == 1 << 20 and fp._w.numel() == 1 << 20
+    fp.forget()
+    assert fp._f32 is None and fp._buf is None
 
 
 def test_empty_several_and_conjugated_outputs():
@@ -223,7 +248,11 @@ def test_empty_several_and_conjugated_outputs():
     assert sums[0] == 45.0 and sums[3:5] == [0.0, 0.0] and sums[6] == 6.0
     assert [sums[2], sums[5], sums[8]] == [compare.size_key(a), compare.size_key(torch.zeros(0)),
                                            compare.size_key(b)]
-    assert bounds[0] == pytest.approx(22.5) and bounds[3:6] == [0.0, 0.0, 0.0] and bounds[6] == pytest.approx(3.0)
+    # rtol's 0.5 of the 1-norm (45 and 6; the 1-norm taken 2 gammas high), plus the float32 path's rounding of both
+    # sides' plain sums, gamma times (ours + the candidate's, up to 1.5 times ours): 22.5 and 3.0 times 1 + 7 gammas
+    gamma = (compare.SEGMENT - 1) * 2.0 ** -24
+    assert bounds[0] == pytest.approx(22.5 * (1 + 7 * gamma), rel=gamma / 10) and bounds[3:6] == [0.0, 0.0, 0.0] \
+        and bounds[6] == pytest.approx(3.0 * (1 + 7 * gamma), rel=gamma / 10)
     assert fp.measure([]) == ([], [])
     z = torch.complex(torch.randn(20), torch.randn(20))
     assert fp.sums([z.conj()]) == fp.sums([z.conj().resolve_conj()])
@@ -246,14 +275,14 @@ def test_a_worker_makes_its_fingerprint_buffers_in_the_warm_up_when_the_blocks_w
                                    probe_seed=None, ieee_fp32=True, compile_mode=None), [])
         w.cmd_time(protocol.Time(seeds=[1, 2], fwd_seeds=[3, 4], warmup=True, fingerprint=fingerprint, cushion_us=0),
                    [])
-        made[fingerprint] = w.fingerprinter._buf
+        made[fingerprint] = w.fingerprinter._f32  # (the problem's output is float32)
         if fingerprint:
-            buf = w.fingerprinter._buf
+            buf = w.fingerprinter._f32
             reply, _ = w.cmd_time(protocol.Time(seeds=[5, 6], fwd_seeds=[7, 8], warmup=False, fingerprint=True,
                                                 cushion_us=0), [])
-            assert w.fingerprinter._buf is buf and len(reply.fingerprints) == 2
+            assert w.fingerprinter._f32 is buf and len(reply.fingerprints) == 2
     assert made[False] is None, "a warm-up for unfingerprinted timing (baselines) makes nothing"
-    assert made[True] is not None and made[True].numel() > 0
+    assert made[True] is not None and made[True].size > 0
 
 
 def test_a_complex_output_with_a_wrong_imaginary_part_fails_the_elementwise_check():
@@ -367,3 +396,73 @@ def test_a_worker_weighs_each_timed_call_by_its_input_seed():
     fp = compare.Fingerprinter()
     assert reply.fingerprints[1] == pytest.approx(fp.measure(outputs, key=7_000_000_001)[0], rel=1e-12)
     assert reply.fingerprints[1][1] != pytest.approx(fp.measure(outputs, key=5)[0][1], rel=1e-6)
+
+
+# ------------------------------------------------------------------ the float32 path (session 24)
+def test_float32_outputs_take_the_float32_path_and_kb_fingerprint_float64_turns_it_off(monkeypatch):
+    t = torch.randn(5000)
+    fp = compare.Fingerprinter(chunk=1024)
+    assert fp.segment == compare.SEGMENT
+    fp.measure([t], (1e-4, 1e-4))
+    assert fp._f32 is not None and fp._buf is None
+    monkeypatch.setenv(compare.FINGERPRINT_ENV, "float64")
+    old = compare.Fingerprinter(chunk=1024)
+    assert old.segment == 0
+    old.measure([t], (1e-4, 1e-4))
+    assert old._f32 is None and old._buf is not None
+    # the same sums within the float32 path's rounding, the same verdicts
+    a, b = fp.sums([t]), old.sums([t])
+    gamma = (compare.SEGMENT - 1) * 2.0 ** -24
+    assert abs(a[0] - b[0]) <= gamma * float(t.abs().sum()) and a[2] == b[2]
+    with pytest.raises(ValueError, match="segments"):
+        compare.Fingerprinter(segment=-1)
+
+
+def test_a_float32_sum_that_overflows_is_taken_again_in_float64():
+    """A float32 segment's sum (or its squares, past 1.8e19) can overflow where the float64 path's does not: the
+    tensor is measured again through the float64 buffer, so the sums and bounds are finite and the same."""
+    big = torch.full((100,), 3e38)
+    big[1::2] = -3e38  # float64 sum 0; a float32 segment of these overflows as it goes
+    squares = torch.randn(1000) * 1e20  # finite in float32, its squares are not
+    fp, old = compare.Fingerprinter(chunk=256), compare.Fingerprinter(chunk=256, segment=0)
+    for t in (big, squares):
+        for key in (0, 5):
+            s1, b1 = fp.measure([t], (1e-4, 1e-4), key=key)
+            s2, b2 = old.measure([t], (1e-4, 1e-4), key=key)
+            assert all(map(math.isfinite, s1 + b1)) and s1 == s2 and b1 == b2
+    nan = torch.randn(1000)
+    nan[500] = float("nan")
+    s, b = fp.measure([nan], (1e-4, 1e-4))
+    assert math.isnan(s[0]) and math.isnan(s[1]), "a NaN output's sums stay NaN"
+    r = torch.randn(1000)
+    ref, bounds = fp.measure([r], (1e-4, 1e-4))
+    assert not compare.fingerprints_match(fp.sums([torch.where(r > 2, float("inf"), r)]), ref, bounds)
+
+
+@pytest.mark.parametrize("scale", ["wide", "constant", "tiny"])
+def test_honest_float32_outputs_of_awkward_magnitudes_pass_and_a_stale_one_fails(scale):
+    """Where float32 sums round worst: values of very different sizes in one segment, one value repeated (the same
+    rounding in every segment), values near the bottom of the range. Honest outputs, every element at its tolerance's
+    edge, pass every call's check and the run's pooled one; an output for other inputs fails."""
+    torch.manual_seed(11)
+    n = 50_000
+    if scale == "wide":
+        r = torch.randn(n) * torch.where(torch.rand(n) < 0.1, 1e6, 1e-3)
+    elif scale == "constant":
+        r = torch.full((n,), 0.1)
+    else:
+        r = torch.randn(n) * 1e-30
+    fp = compare.Fingerprinter(chunk=4096)
+    z2 = []
+    for key in range(12):
+        ref, bounds = fp.measure([r], (1e-4, 1e-4), key=key)
+        tol = 1e-4 + 1e-4 * r.abs()
+        edge = r + torch.sign(torch.randn(n)) * tol * 0.999
+        cand = fp.measure([edge], key=key)[0]
+        assert compare.fingerprints_match(cand, ref, bounds), (scale, key)
+        z2 += compare.weighted_z2(cand, ref, bounds)
+        assert compare.fingerprints_match(fp.measure([r], key=key)[0], ref, bounds)
+        # (outputs of 1e-30 are all within atol of each other: there, one of another size is the wrong one)
+        stale = {"wide": r[torch.randperm(n)], "constant": r + 0.01, "tiny": torch.randn(n)}[scale]
+        assert not compare.fingerprints_match(fp.measure([stale], key=key)[0], ref, bounds), (scale, key)
+    assert sum(z2) / len(z2) < compare.POOLED_Z2_LIMIT

@@ -370,6 +370,107 @@ def size_key(t: torch.Tensor) -> float:
     return float(t.numel() * 64 + code)
 
 
+#: Elements per float32 segment of the float32 path (:class:`_Segmented`): a segment's sum in float32 is off by at most
+#: (SEGMENT - 1) units of float32 rounding times its elements' absolute sum; 32 keeps that below 2e-6 of the output's
+#: 1-norm, while the segments' sums cost an eighth of a float32 pass each.
+SEGMENT = 32
+#: A float32 unit of rounding (round to nearest).
+_U32 = 2.0 ** -24
+
+
+def segment_wanted() -> int:
+    """The float32 path's segment length: :data:`SEGMENT`, or 0 (every output through the float64 buffer, as before
+    session 24) with ``KB_FINGERPRINT=float64``, for before/after measurements."""
+    value = os.environ.get(FINGERPRINT_ENV, "").strip().lower()
+    return 0 if value in ("float64", "torch-float64") else SEGMENT
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The output as the flat real tensor its fingerprint covers (a complex one as its real and imaginary parts)."""
+    f = t.resolve_conj().reshape(-1)
+    if f.is_complex():
+        f = torch.view_as_real(f).reshape(-1)
+    return f
+
+
+def _bounds(n: int, mag: float, squares: float, tolerance: tuple[float, float], segment: int) -> list[float]:
+    """The reference's bounds on a candidate's (plain, weighted, key) sums from its output's 1-norm and sum of squares.
+
+    ``segment``: the sums were taken by the float32 path, whose rounding is part of the bounds. A segment's float32 sum
+    is off by at most ``gamma = (segment - 1) * 2**-24`` times its elements' absolute sum, on each side: the plain
+    sum's bound, a worst case, takes that whole. The weighted sum's bound is statistical: flipping every sign in a
+    segment negates its float32 sum exactly, rounding and all, so a segment's rounding is symmetric about zero and, with
+    signs hashed per position, independent of the others'; their total has a standard deviation of at most
+    ``gamma * sqrt(segment * squares)`` per side, added to the honest errors' in quadrature (it is about 1e-6 of theirs
+    at a gigabyte and the default tolerance)."""
+    atol, rtol = tolerance
+    gamma = (segment - 1) * _U32 if segment else 0.0
+    if segment:  # the 1-norm and the squares were summed in float32 segments too
+        mag *= 1 + 2 * gamma
+        squares *= 1 + 4 * gamma
+    slack = 1e-9 * mag  # float64 rounding of float32 sums is far below it
+    worst = atol * n + rtol * mag + slack
+    spread2 = max(0.0, n * atol * atol + 2 * atol * rtol * mag + rtol * rtol * squares)
+    if segment:
+        worst += gamma * (2 * mag + atol * n + rtol * mag)  # both sides' 1-norms; the candidate's is within the tolerance
+        cand_squares = (math.sqrt(squares) + math.sqrt(spread2)) ** 2
+        spread2 += gamma * gamma * segment * (squares + cand_squares)
+    return [worst, min(worst, WEIGHTED_Z * math.sqrt(spread2) + slack), 0.0]
+
+
+class _Segmented:
+    """The float32 path's buffers for chunks of up to ``size`` elements on one device, made once: the two sign patterns
+    as int8, the call's product of them, the weighted chunk (float32), the segments' sums (float32, then float64)."""
+
+    def __init__(self, device: torch.device, size: int, segment: int):
+        self.device = device
+        self.size = size
+        self.segment = segment
+        self.w = _weights(0, size, device).to(torch.int8)
+        self.w2 = _weights(_SECOND_PATTERN, size, device).to(torch.int8)
+        self.signs = torch.empty(size, dtype=torch.int8, device=device)
+        self.weighted = torch.empty(size, dtype=torch.float32, device=device)
+        rows = size // segment + 1  # the segments, and a short one at the end
+        self.partial = torch.empty(4, rows, dtype=torch.float32, device=device)
+        self.partial64 = torch.empty(4, rows, dtype=torch.float64, device=device)
+
+    def sums(self, part: torch.Tensor, rot_a: int, rot_c: int, period: int, with_mag: bool) -> torch.Tensor:
+        """(plain, weighted[, 1-norm, sum of squares]) of one chunk as a float64 device tensor, with the first pattern
+        rotated by ``rot_a`` and the second by ``rot_c`` over ``period`` (Fingerprinter's weights)."""
+        m = part.numel()
+        seg = self.segment
+        signs = self.signs[:m]
+        for lo, hi, at in _rotated(m, rot_a, period):
+            signs[lo:hi].copy_(self.w[at:at + hi - lo])
+        for lo, hi, at in _rotated(m, rot_c, period):
+            signs[lo:hi].mul_(self.w2[at:at + hi - lo])
+        weighted = torch.mul(part, signs, out=self.weighted[:m])  # exact: a float32 times +-1
+        full = m // seg
+        main = full * seg
+        rows = 4 if with_mag else 2
+        p = self.partial
+        sources = (part, weighted)
+        if full:
+            for r, x in enumerate(sources):
+                torch.sum(x[:main].view(full, seg), dim=1, out=p[r, :full])
+            if with_mag:
+                torch.linalg.vector_norm(part[:main].view(full, seg), 1, dim=1, out=p[2, :full])
+                torch.linalg.vector_norm(part[:main].view(full, seg), 2, dim=1, out=p[3, :full])
+        count = full
+        if main < m:  # the short segment at the end
+            for r, x in enumerate(sources):
+                torch.sum(x[main:], dim=0, out=p[r, full])
+            if with_mag:
+                torch.linalg.vector_norm(part[main:], 1, dim=0, out=p[2, full])
+                torch.linalg.vector_norm(part[main:], 2, dim=0, out=p[3, full])
+            count += 1
+        q = self.partial64[:rows, :count]
+        q.copy_(p[:rows, :count])
+        if with_mag:
+            q[3].square_()
+        return q.sum(dim=1)
+
+
 class Fingerprinter:
     """Per output tensor: two float64 sums (plain and +-1 weighted) and a key of its size and dtype; and the
     reference's bounds on how far an honest output's sums may differ from its own.
@@ -409,11 +510,18 @@ class Fingerprinter:
     tolerance in every call pass each call's bound but not the run's mean (:func:`weighted_z2`).
     """
 
-    def __init__(self, chunk: int = CHUNK):
+    def __init__(self, chunk: int = CHUNK, segment: int | None = None):
         self.chunk = chunk
+        #: Float32 outputs are summed in float32 over segments of this many elements, the segments' sums in float64
+        #: (:class:`_Segmented`); 0: every output through the float64 buffer.
+        self.segment = segment_wanted() if segment is None else int(segment)
+        if self.segment < 0:
+            raise ValueError(f"segments of {self.segment} elements: 0 (no float32 path) or more are needed")
         self._buf: torch.Tensor | None = None
         self._w: torch.Tensor | None = None
         self._w2: torch.Tensor | None = None
+        #: The float32 path's buffers (:class:`_Segmented`), made for the largest float32 output seen.
+        self._f32: _Segmented | None = None
         #: The one-pass kernel (kernelbench.evaluation.fingerprint_kernel), once :meth:`enable_fused` has started it.
         self.fused: Any = None
 
@@ -448,13 +556,30 @@ class Fingerprinter:
     def forget(self) -> None:
         """Let go of the buffers (a reference worker that goes on to another problem, with outputs of other sizes)."""
         self._buf = self._w = self._w2 = None
+        self._f32 = None
+
+    def _segmented(self, device: torch.device, elements: int) -> _Segmented:
+        need = min(self.chunk, elements)
+        if self._f32 is None or self._f32.device != device or self._f32.size < need:
+            self._f32 = None
+            self._f32 = _Segmented(device, need, self.segment)
+        return self._f32
+
+    def _takes_segmented(self, f: torch.Tensor) -> bool:
+        """Float32 outputs (complex64 ones as their float32 pairs), laid out flat: the float32 path."""
+        return bool(self.segment) and f.dtype == torch.float32 and f.is_contiguous()
 
     def prepare(self, tensors: list[torch.Tensor]) -> None:
         """Make the buffers for outputs like these now (at the end of the warm-up), not at the first timed call."""
         for t in tensors:
-            n = t.numel() * (2 if t.is_complex() else 1)
-            if n:
-                self._buffers(t.device, n)
+            f = _flat(t)
+            n = f.numel()
+            if not n or (self.fused is not None and self.fused.accepts(f)):
+                continue
+            if self._takes_segmented(f):
+                self._segmented(f.device, n)
+            else:
+                self._buffers(f.device, n)
 
     def _offset(self, k: int) -> int:
         return 0 if k == 0 else _hash32(k) % self.chunk
@@ -465,15 +590,14 @@ class Fingerprinter:
         = (atol, rtol), three bounds per tensor (the key's is 0: equal or not). ``key`` picks the call's weights
         (a timed call's input seed: both sides of a call must pass the same)."""
         parts: list[torch.Tensor] = []  # per chunk: plain sum, weighted sum[, 1-norm, squares], on the device
-        plan: list[tuple[int, int, bool, float]] = []  # per tensor: chunks, elements, magnitudes?, shape key
+        # per tensor: chunks, elements, magnitudes?, shape key, float32 segment length (0: float64 sums), flat tensor
+        plan: list[tuple[int, int, bool, float, int, torch.Tensor]] = []
         for t in tensors:
             skey = size_key(t)
-            f = t.resolve_conj().reshape(-1)
-            if f.is_complex():
-                f = torch.view_as_real(f).reshape(-1)
+            f = _flat(t)
             with_mag = tolerance is not None and f.is_floating_point()
             n = f.numel()
-            chunks = 0
+            chunks, segment = 0, 0
             if n and self.fused is not None and self.fused.accepts(f):
                 # One pass over the output, the same weights (fingerprint_kernel): plain, weighted, 1-norm, squares.
                 period = min(self.chunk, n)
@@ -481,33 +605,17 @@ class Fingerprinter:
                 four = self.fused.sums(f, a, c)
                 parts.append(four if with_mag else four[:2])
                 chunks = 1
+            elif n and self._takes_segmented(f):
+                chunks = self._measure_segmented(f, key, with_mag, parts)
+                segment = self.segment
             elif n:
-                buf, w, w2 = self._buffers(f.device, n)
-                period = min(self.chunk, n)
-                a, c = call_rotations(key, period)
-                for k, s in enumerate(range(0, n, self.chunk)):
-                    part = f[s:s + self.chunk]
-                    m = part.numel()
-                    b = buf[:m]
-                    b.copy_(part)
-                    parts.append(b.sum())
-                    # b times the first pattern (rotated for the chunk and the call), in place; the weighted sum is
-                    # then b's dot product with the second pattern (rotated for the call). Every kernel here works
-                    # on one dtype: multiplying the float32 output by float64 signs straight into the buffer cost
-                    # more than this copy and in-place multiply (scripts/bench_fingerprint.py).
-                    for lo, hi, at in _rotated(m, (self._offset(k) + a) % period, period):
-                        b[lo:hi].mul_(w[at:at + hi - lo])
-                    parts.append(_rotated_dot(b, w2, c, period))
-                    if with_mag:
-                        parts.append(torch.linalg.vector_norm(b, 1))
-                        parts.append(torch.dot(b, b))
-                    chunks += 1
-            plan.append((chunks, n, with_mag, skey))
+                chunks = self._measure_float64(f, key, with_mag, parts)
+            plan.append((chunks, n, with_mag, skey, segment, f))
         values = _read_back(parts)
         sums: list[float] = []
         bounds: list[float] = []
         i = 0
-        for chunks, n, with_mag, skey in plan:
+        for chunks, n, with_mag, skey, segment, f in plan:
             s0 = s1 = mag = squares = 0.0
             for _ in range(chunks):
                 s0 += values[i]
@@ -517,18 +625,70 @@ class Fingerprinter:
                     mag += values[i]
                     squares += values[i + 1]
                     i += 2
+            if segment and not all(map(math.isfinite, (s0, s1, mag, squares))):
+                # A float32 segment's sum (or sum of squares) can overflow where float64 does not: this tensor again
+                # through the float64 buffer, whose sums are what the float32 path stands for. Non-finite outputs
+                # (NaN, Inf) come out non-finite there too.
+                again: list[torch.Tensor] = []
+                self._measure_float64(f, key, with_mag, again)
+                redo = _read_back(again)
+                step = 4 if with_mag else 2
+                s0, s1 = sum(redo[0::step]), sum(redo[1::step])
+                if with_mag:
+                    mag, squares = sum(redo[2::step]), sum(redo[3::step])
+                segment = 0
             sums.extend([s0, s1, skey])
             if tolerance is None:
                 continue
             if not with_mag:
                 bounds.extend([0.5, 0.5, 0.0])
                 continue
-            atol, rtol = tolerance
-            slack = 1e-9 * mag  # float64 rounding of float32 sums is far below it
-            worst = atol * n + rtol * mag + slack
-            spread = math.sqrt(max(0.0, n * atol * atol + 2 * atol * rtol * mag + rtol * rtol * squares))
-            bounds.extend([worst, min(worst, WEIGHTED_Z * spread + slack), 0.0])
+            bounds.extend(_bounds(n, mag, squares, tolerance, segment))
         return sums, bounds
+
+    def _measure_float64(self, f: torch.Tensor, key: int, with_mag: bool, parts: list[torch.Tensor]) -> int:
+        """Per chunk, through the float64 buffer: plain sum, weighted sum[, 1-norm, sum of squares] appended to
+        ``parts`` (device scalars); returns the chunks."""
+        n = f.numel()
+        buf, w, w2 = self._buffers(f.device, n)
+        period = min(self.chunk, n)
+        a, c = call_rotations(key, period)
+        chunks = 0
+        for k, s in enumerate(range(0, n, self.chunk)):
+            part = f[s:s + self.chunk]
+            m = part.numel()
+            b = buf[:m]
+            b.copy_(part)
+            parts.append(b.sum())
+            # b times the first pattern (rotated for the chunk and the call), in place; the weighted sum is
+            # then b's dot product with the second pattern (rotated for the call). Every kernel here works
+            # on one dtype: multiplying the float32 output by float64 signs straight into the buffer cost
+            # more than this copy and in-place multiply (scripts/bench_fingerprint.py).
+            for lo, hi, at in _rotated(m, (self._offset(k) + a) % period, period):
+                b[lo:hi].mul_(w[at:at + hi - lo])
+            parts.append(_rotated_dot(b, w2, c, period))
+            if with_mag:
+                parts.append(torch.linalg.vector_norm(b, 1))
+                parts.append(torch.dot(b, b))
+            chunks += 1
+        return chunks
+
+    def _measure_segmented(self, f: torch.Tensor, key: int, with_mag: bool, parts: list[torch.Tensor]) -> int:
+        """Per chunk of a flat float32 output, the same four sums as :meth:`_measure_float64` with the same weights,
+        reading the output as float32: each segment summed in float32, the segments' sums in float64. About 31
+        bytes of memory traffic per element against 76 (a float64 copy and four passes over it), the largest cost
+        of a timed call of a multi-gigabyte output off its forward (docs/benchmarks.md, session 24)."""
+        n = f.numel()
+        buf = self._segmented(f.device, n)
+        period = min(self.chunk, n)
+        a, c = call_rotations(key, period)
+        chunks = 0
+        for k, s in enumerate(range(0, n, self.chunk)):
+            part = f[s:s + self.chunk]
+            four = buf.sums(part, (self._offset(k) + a) % period, c, period, with_mag)
+            parts.append(four)
+            chunks += 1
+        return chunks
 
     def sums(self, tensors: list[torch.Tensor]) -> list[float]:
         return self.measure(tensors)[0]

@@ -538,7 +538,7 @@ def _group_entry(obj: Any) -> tuple:
 #: Attributes that change in honest use (counters, buffers sized to the largest output): their keys are watched,
 #: not their values.
 _ENGINE_STATE = frozenset({"launches"})
-_OWNER_STATE = frozenset({"_buf", "_w", "_w2"})
+_OWNER_STATE = frozenset({"_buf", "_w", "_w2", "_f32"})
 
 
 def _instance(obj: Any, path: str, out: dict[str, tuple], changing: frozenset[str] | None) -> None:
