@@ -265,6 +265,8 @@ for phase in "${phases[@]}"; do
       run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 268435456 33554432 8388608 1048576 10000 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
     fingerprint-f32)
+      run fingerprint-ops python3 scripts/probe_fingerprint_ops.py --elements 1610612736 268435456 16777216 \
+        --repeats 5 --json "$OUT/probe_fingerprint_ops.json"
       run fingerprint-bench python3 scripts/bench_fingerprint.py --elements 1610612736 268435456 16777216 1048576 10000 \
         --repeats 10 --json "$OUT/bench_fingerprint.json"
       run fingerprint-tests python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests/test_fingerprint_gpu.py ;;
