@@ -233,8 +233,15 @@ def test_buffers_are_sized_to_the_outputs_and_made_once():
         fp.measure([torch.randn(300), torch.randn(10), torch.randn(40).double()], (1e-2, 1e-2))
     assert fp._f32 is f32 and fp._buf is buf, "no new allocation between calls of the same shapes"
     fp.measure([torch.randn(3 << 20)])
-    assert fp._f32.size == 1 << 20 and fp._f32.partial.shape[1] == (1 << 20) // compare.SEGMENT + 1, \
-        "at most a chunk, however large the output"
+    assert fp._f32.size == 3 << 20 and fp._f32.w.numel() == 1 << 20, "a step of chunks, a chunk of pattern"
+    fp.measure([torch.randn(9 << 20)])
+    steps = compare.STEP_CHUNKS << 20
+    assert fp._f32.size == steps and fp._f32.partial.shape[1] == steps // compare.SEGMENT + 1, \
+        "at most a step, however large the output"
+    f32 = fp._f32
+    for n in (9 << 20, 300, 1 << 20, 5):  # smaller outputs after it: the same buffers
+        fp.measure([torch.randn(n)], (1e-2, 1e-2))
+    assert fp._f32 is f32
     fp.measure([torch.randn(3 << 20).double()])
     assert fp._buf.numel() == 1 << 20 and fp._w.numel() == 1 << 20
     fp.forget()

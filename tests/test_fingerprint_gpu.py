@@ -55,7 +55,12 @@ def test_sums_on_the_gpu_match_the_written_out_sums_across_chunks(path):
         del w
     assert sums[2] == compare.size_key(t)
     mag = float(x.abs().sum())
-    assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7 if path != "torch" else 1e-5)
+    if path == "torch":  # the float32 path's 1-norm taken 2 gammas high, and both sides' rounding of the plain sum
+        mag *= 1 + 2 * GAMMA
+        want = 1e-2 * x.numel() + 1e-2 * mag + GAMMA * (2 * mag + 1e-2 * x.numel() + 1e-2 * mag)
+        assert bounds[0] == pytest.approx(want, rel=4 * GAMMA)
+    else:
+        assert bounds[0] == pytest.approx(1e-2 * x.numel() + 1e-2 * mag, rel=1e-7)
     assert bounds[1] < bounds[0] / 100, "the weighted sum's bound grows as the square root of the size"
 
 
@@ -103,7 +108,7 @@ def test_fused_and_torch_paths_agree_on_many_sizes_and_keys():
             assert a[1] == pytest.approx(b[1], rel=1e-10, abs=1e-7), n
             c = segmented.measure([t], (1e-3, 1e-3), key)
             assert abs(c[0][0] - a[0][0]) <= err and abs(c[0][1] - a[0][1]) <= err, n
-            assert c[1][0] >= a[1][0] and c[1][0] == pytest.approx(a[1][0], rel=1e-5), "bounds a little wider"
+            assert a[1][0] <= c[1][0] <= a[1][0] * 1.01, "bounds a little wider"
     assert fused.fused.launches >= 21
 
 

@@ -418,57 +418,81 @@ def _bounds(n: int, mag: float, squares: float, tolerance: tuple[float, float], 
     return [worst, min(worst, WEIGHTED_Z * math.sqrt(spread2) + slack), 0.0]
 
 
-class _Segmented:
-    """The float32 path's buffers for chunks of up to ``size`` elements on one device, made once: the two sign patterns
-    as int8, the call's product of them, the weighted chunk (float32), the segments' sums (float32, then float64)."""
+#: Chunks the float32 path takes in one step (its group sums, the second pattern's product): fewer, larger launches.
+STEP_CHUNKS = 4
 
-    def __init__(self, device: torch.device, size: int, segment: int):
+
+class _Segmented:
+    """The float32 path's buffers, made once for outputs of up to ``size`` elements (at most :data:`STEP_CHUNKS`
+    chunks): the two sign patterns and the call's rotation of the second, as float32 (a float32 times a float32 +-1 is
+    exact, and same-dtype kernels ran at 1.7 times the speed of a float32 times an int8, session 24); the weighted
+    step; the groups' float32 sums; their float64 totals."""
+
+    def __init__(self, device: torch.device, size: int, pattern: int, segment: int):
         self.device = device
         self.size = size
         self.segment = segment
-        self.w = _weights(0, size, device).to(torch.int8)
-        self.w2 = _weights(_SECOND_PATTERN, size, device).to(torch.int8)
-        self.signs = torch.empty(size, dtype=torch.int8, device=device)
+        # (a pattern's first k positions are the same whatever its length: one made for the longest period serves all)
+        self.w = _weights(0, pattern, device).float()
+        self.w2 = _weights(_SECOND_PATTERN, pattern, device).float()
+        self.w2_call = torch.empty(pattern, dtype=torch.float32, device=device)
         self.weighted = torch.empty(size, dtype=torch.float32, device=device)
-        rows = size // segment + 1  # the segments, and a short one at the end
-        self.partial = torch.empty(4, rows, dtype=torch.float32, device=device)
-        self.partial64 = torch.empty(4, rows, dtype=torch.float64, device=device)
+        cols = size // segment + 1  # the groups, and a short one
+        self.partial = torch.empty(4, cols, dtype=torch.float32, device=device)
+        self.total = torch.empty(4, cols, dtype=torch.float64, device=device)
 
-    def sums(self, part: torch.Tensor, rot_a: int, rot_c: int, period: int, with_mag: bool) -> torch.Tensor:
-        """(plain, weighted[, 1-norm, sum of squares]) of one chunk as a float64 device tensor, with the first pattern
-        rotated by ``rot_a`` and the second by ``rot_c`` over ``period`` (Fingerprinter's weights)."""
-        m = part.numel()
-        seg = self.segment
-        signs = self.signs[:m]
-        for lo, hi, at in _rotated(m, rot_a, period):
-            signs[lo:hi].copy_(self.w[at:at + hi - lo])
-        for lo, hi, at in _rotated(m, rot_c, period):
-            signs[lo:hi].mul_(self.w2[at:at + hi - lo])
-        weighted = torch.mul(part, signs, out=self.weighted[:m])  # exact: a float32 times +-1
-        full = m // seg
-        main = full * seg
+    def sums(self, f: torch.Tensor, chunk: int, offsets: list[int], rot_c: int, with_mag: bool) -> torch.Tensor:
+        """(plain, weighted[, 1-norm, sum of squares]) of the flat float32 ``f`` as a float64 device tensor: position
+        ``p`` in chunk ``k`` weighed by the first pattern at ``(p % chunk + offsets[k]) % period`` times the second at
+        ``(p % chunk + rot_c) % period`` (Fingerprinter's weights; ``offsets`` holds each chunk's offset plus the
+        call's first rotation).
+
+        Elements are summed in float32 in groups of ``segment``, taken ``step // segment`` apart (a reduction over the
+        outer dimension of a ``(segment, step // segment)`` view: one coalesced pass; the inner dimension's took five
+        times as long on an H200), and the groups' sums in float64."""
+        n = f.numel()
+        period, seg = min(chunk, n), self.segment
+        for lo, hi, at in _rotated(period, rot_c, period):
+            self.w2_call[lo:hi].copy_(self.w2[at:at + hi - lo])
         rows = 4 if with_mag else 2
+        total = self.total[:rows]
+        total.zero_()
         p = self.partial
-        sources = (part, weighted)
-        if full:
-            for r, x in enumerate(sources):
-                torch.sum(x[:main].view(full, seg), dim=1, out=p[r, :full])
+        step = STEP_CHUNKS * chunk
+        for s0 in range(0, n, step):
+            x = f[s0:s0 + step]
+            m = x.numel()
+            t = self.weighted[:m]
+            whole = m // chunk * chunk  # this step's whole chunks: one broadcast product with the second pattern
+            if whole:
+                torch.mul(x[:whole].view(-1, chunk), self.w2_call[:chunk], out=t[:whole].view(-1, chunk))
+            if whole < m:
+                torch.mul(x[whole:], self.w2_call[:m - whole], out=t[whole:])
+            for c0 in range(0, m, chunk):
+                part = t[c0:c0 + chunk]
+                for lo, hi, at in _rotated(part.numel(), offsets[(s0 + c0) // chunk], period):
+                    part[lo:hi].mul_(self.w[at:at + hi - lo])
+            groups = m // seg
+            main = groups * seg
+            if groups:
+                xg, tg = x[:main].view(seg, groups), t[:main].view(seg, groups)
+                torch.sum(xg, dim=0, out=p[0, :groups])
+                torch.sum(tg, dim=0, out=p[1, :groups])
+                if with_mag:
+                    torch.linalg.vector_norm(xg, 1, dim=0, out=p[2, :groups])
+                    torch.linalg.vector_norm(xg, 2, dim=0, out=p[3, :groups])
+            cols = groups
+            if main < m:  # the short group at the end
+                torch.sum(x[main:], dim=0, out=p[0, groups])
+                torch.sum(t[main:], dim=0, out=p[1, groups])
+                if with_mag:
+                    torch.linalg.vector_norm(x[main:], 1, dim=0, out=p[2, groups])
+                    torch.linalg.vector_norm(x[main:], 2, dim=0, out=p[3, groups])
+                cols += 1
             if with_mag:
-                torch.linalg.vector_norm(part[:main].view(full, seg), 1, dim=1, out=p[2, :full])
-                torch.linalg.vector_norm(part[:main].view(full, seg), 2, dim=1, out=p[3, :full])
-        count = full
-        if main < m:  # the short segment at the end
-            for r, x in enumerate(sources):
-                torch.sum(x[main:], dim=0, out=p[r, full])
-            if with_mag:
-                torch.linalg.vector_norm(part[main:], 1, dim=0, out=p[2, full])
-                torch.linalg.vector_norm(part[main:], 2, dim=0, out=p[3, full])
-            count += 1
-        q = self.partial64[:rows, :count]
-        q.copy_(p[:rows, :count])
-        if with_mag:
-            q[3].square_()
-        return q.sum(dim=1)
+                p[3, :cols].square_()
+            total[:, :cols].add_(p[:rows, :cols])
+        return total.sum(dim=1)
 
 
 class Fingerprinter:
@@ -559,10 +583,15 @@ class Fingerprinter:
         self._f32 = None
 
     def _segmented(self, device: torch.device, elements: int) -> _Segmented:
-        need = min(self.chunk, elements)
-        if self._f32 is None or self._f32.device != device or self._f32.size < need:
+        """The float32 path's buffers for an output of ``elements``: sized to the largest output seen (at most a step,
+        and a chunk of pattern), so outputs of several sizes share them."""
+        need, pattern = min(STEP_CHUNKS * self.chunk, elements), min(self.chunk, elements)
+        f32 = self._f32
+        if f32 is None or f32.device != device or f32.size < need or f32.w.numel() < pattern:
+            if f32 is not None and f32.device == device:
+                need, pattern = max(need, f32.size), max(pattern, f32.w.numel())
             self._f32 = None
-            self._f32 = _Segmented(device, need, self.segment)
+            self._f32 = _Segmented(device, need, pattern, self.segment)
         return self._f32
 
     def _takes_segmented(self, f: torch.Tensor) -> bool:
@@ -674,21 +703,18 @@ class Fingerprinter:
         return chunks
 
     def _measure_segmented(self, f: torch.Tensor, key: int, with_mag: bool, parts: list[torch.Tensor]) -> int:
-        """Per chunk of a flat float32 output, the same four sums as :meth:`_measure_float64` with the same weights,
-        reading the output as float32: each segment summed in float32, the segments' sums in float64. About 31
-        bytes of memory traffic per element against 76 (a float64 copy and four passes over it), the largest cost
-        of a timed call of a multi-gigabyte output off its forward (docs/benchmarks.md, session 24)."""
+        """The same four sums as :meth:`_measure_float64` with the same weights, reading the float32 output as float32
+        (:class:`_Segmented`): about 40 bytes of memory traffic per element against 76 (a float64 copy and four passes
+        over it), and a quarter of the launches. A timed call's fingerprint of a 6 GB output took 37 ms through the
+        float64 buffer on an H200, most of such a call's time off its forward (docs/benchmarks.md, session 24).
+        Appends one device tensor to ``parts`` (as one chunk)."""
         n = f.numel()
         buf = self._segmented(f.device, n)
         period = min(self.chunk, n)
         a, c = call_rotations(key, period)
-        chunks = 0
-        for k, s in enumerate(range(0, n, self.chunk)):
-            part = f[s:s + self.chunk]
-            four = buf.sums(part, (self._offset(k) + a) % period, c, period, with_mag)
-            parts.append(four)
-            chunks += 1
-        return chunks
+        offsets = [(self._offset(k) + a) % period for k in range(-(-n // self.chunk))]
+        parts.append(buf.sums(f, self.chunk, offsets, c, with_mag))
+        return 1
 
     def sums(self, tensors: list[torch.Tensor]) -> list[float]:
         return self.measure(tensors)[0]
