@@ -11,8 +11,9 @@ rotated per call; this script times the ways of applying them on one output:
 
 * ``fixed``: session 16's fingerprinter (one pattern, the same every call), for the cost of per-call weights;
 * ``shipped``: ``Fingerprinter.measure`` through torch operators as the workers run it (session 24: a float32
-  output summed in float32 segments of ``compare.SEGMENT`` elements, the segments' sums in float64; the weighted
-  one from the output times the call's int8 signs);
+  output of ``compare.SEGMENTED_MIN_ELEMENTS`` or more summed in float32 groups of ``compare.SEGMENT`` elements, the
+  groups' sums in float64, the weighted one from the output times the two rotated float32 sign patterns; smaller
+  outputs through the float64 buffer);
 * ``float64``: ``Fingerprinter.measure`` through the float64 buffer, the path of every other dtype and of float32
   outputs before session 24 (``KB_FINGERPRINT=float64``: the float32 output cast into the buffer by a plain copy,
   summed there, then multiplied in place by the first pattern);
@@ -164,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"fused does not give the float64 path's sums and bounds at {n} elements: {fused} vs "
                           f"{torch_path}", file=sys.stderr)
                     return 1
-        segmented = states["shipped"]["fp"].measure([t], (1e-2, 1e-2), key=77)
+        # (the float32 path at every size, the threshold below which the shipped one takes the float64 path aside)
+        segmented = compare.Fingerprinter(segmented_from=0).measure([t], (1e-2, 1e-2), key=77)
         err = (compare.SEGMENT - 1) * 2.0 ** -24 * float(t.abs().double().sum())
         if any(abs(a - b) > err + 1e-9 for a, b in zip(segmented[0], torch_path[0])):
             print(f"the float32 path's sums are further from the float64 path's than its rounding allows at {n} "

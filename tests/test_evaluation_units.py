@@ -150,9 +150,9 @@ def test_fingerprints_in_small_chunks_reuse_buffers_and_still_discriminate():
     fp = compare.Fingerprinter(chunk=64)
     bounds = fp.bounds([r], 1e-4, 1e-4)
     assert bounds == pytest.approx(compare.fingerprint_bounds([r], 1e-4, 1e-4))
-    buf = fp._f32
+    buf = fp._buf
     ok = fp.sums([r + 5e-5])
-    assert buf is not None and fp._f32 is buf, "no new allocation between calls"
+    assert buf is not None and fp._buf is buf, "no new allocation between calls"
     assert compare.fingerprints_match(ok, fp.sums([r]), bounds)
     assert not compare.fingerprints_match(fp.sums([torch.randn(1000)]), fp.sums([r]), bounds)
     assert fp.sums([torch.zeros(0)]) == [0.0, 0.0, compare.size_key(torch.zeros(0))]

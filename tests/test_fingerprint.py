@@ -14,6 +14,9 @@ import torch
 from kernelbench.evaluation import compare
 
 CPU = torch.device("cpu")
+#: The verdicts must hold on both of the float32 outputs' paths: the float64 buffer (outputs below
+#: SEGMENTED_MIN_ELEMENTS) and the float32 groups (from 0 elements on, here).
+BOTH_PATHS = pytest.mark.parametrize("segmented_from", [compare.SEGMENTED_MIN_ELEMENTS, 0])
 
 
 def written_out_weights(n: int, chunk: int, key: int = 0) -> torch.Tensor:
@@ -58,7 +61,7 @@ def test_sums_are_the_weighted_sums_they_claim_to_be(shape, dtype):
         t = torch.randint(-1000, 1000, shape, dtype=dtype)
     else:
         t = torch.randn(shape, dtype=dtype)
-    fp = compare.Fingerprinter(chunk=256)
+    fp = compare.Fingerprinter(chunk=256, segmented_from=0)
     sums, bounds = fp.measure([t], (1e-3, 1e-2))
     s0, s1, mag, sq = direct(t, 256)
     # Float32 outputs (complex64 ones too) are summed in float32 segments: each segment's sum is off by at most
@@ -177,10 +180,11 @@ def test_a_small_tensor_tuned_to_two_sums_fails_on_its_shape():
     assert not compare.fingerprints_match(other_dtype, ref, bounds)
 
 
-def test_honest_outputs_at_the_edge_of_tolerance_pass():
+@BOTH_PATHS
+def test_honest_outputs_at_the_edge_of_tolerance_pass(segmented_from):
     torch.manual_seed(0)
     r = torch.randn(20000)
-    fp = compare.Fingerprinter(chunk=4096)
+    fp = compare.Fingerprinter(chunk=4096, segmented_from=segmented_from)
     ref, bounds = fp.measure([r], (1e-4, 1e-4))
     tol = 1e-4 + 1e-4 * r.abs()
     for _ in range(20):  # every element at the edge of its tolerance, signs at random
@@ -191,10 +195,11 @@ def test_honest_outputs_at_the_edge_of_tolerance_pass():
     assert compare.fingerprints_match(fp.sums([r - tol * 0.999]), ref, bounds)
 
 
-def test_wrong_and_approximate_outputs_fail():
+@BOTH_PATHS
+def test_wrong_and_approximate_outputs_fail(segmented_from):
     torch.manual_seed(0)
     r = torch.randn(5000)
-    fp = compare.Fingerprinter(chunk=1024)
+    fp = compare.Fingerprinter(chunk=1024, segmented_from=segmented_from)
     ref, bounds = fp.measure([r], (1e-4, 1e-4))
     assert not compare.fingerprints_match(fp.sums([torch.randn(5000)]), ref, bounds)
     flipped = r.clone()
@@ -205,7 +210,8 @@ def test_wrong_and_approximate_outputs_fail():
     assert not compare.fingerprints_match(fp.sums([swapped]), ref, bounds)
 
 
-def test_a_matmul_from_low_precision_inputs_fails_the_weighted_bound_the_worst_case_would_pass():
+@BOTH_PATHS
+def test_a_matmul_from_low_precision_inputs_fails_the_weighted_bound_the_worst_case_would_pass(segmented_from):
     """Computing timed calls from bfloat16-rounded inputs is faster and wrong by far more than the tolerance
     per element, yet it used 2.4% of the worst-case bound (the review's finding); the statistical bound on the
     weighted sum, which grows with the square root of the size, does not let it through."""
@@ -213,7 +219,7 @@ def test_a_matmul_from_low_precision_inputs_fails_the_weighted_bound_the_worst_c
     a, b = torch.randn(256, 512), torch.randn(512, 256)
     exact = a @ b
     approx = a.bfloat16().float() @ b.bfloat16().float()
-    fp = compare.Fingerprinter()
+    fp = compare.Fingerprinter(segmented_from=segmented_from)
     ref, bounds = fp.measure([exact], (1e-4, 1e-4))
     cand = fp.sums([approx])
     worst = bounds[0]
@@ -223,7 +229,7 @@ def test_a_matmul_from_low_precision_inputs_fails_the_weighted_bound_the_worst_c
 
 
 def test_buffers_are_sized_to_the_outputs_and_made_once():
-    fp = compare.Fingerprinter(chunk=1 << 20)
+    fp = compare.Fingerprinter(chunk=1 << 20, segmented_from=0)
     fp.prepare([torch.randn(300), torch.randn(10), torch.zeros(0), torch.randn(40).double()])
     f32, buf = fp._f32, fp._buf
     assert f32.size == 300 and f32.w.numel() == 300 and f32.weighted.numel() == 300, \
@@ -249,7 +255,7 @@ def test_buffers_are_sized_to_the_outputs_and_made_once():
 
 
 def test_empty_several_and_conjugated_outputs():
-    fp = compare.Fingerprinter(chunk=256)
+    fp = compare.Fingerprinter(chunk=256, segmented_from=0)
     a, b = torch.arange(10.0), torch.full((3,), 2.0)
     sums, bounds = fp.measure([a, torch.zeros(0), b], (0.0, 0.5))
     assert sums[0] == 45.0 and sums[3:5] == [0.0, 0.0] and sums[6] == 6.0
@@ -282,14 +288,14 @@ def test_a_worker_makes_its_fingerprint_buffers_in_the_warm_up_when_the_blocks_w
                                    probe_seed=None, ieee_fp32=True, compile_mode=None), [])
         w.cmd_time(protocol.Time(seeds=[1, 2], fwd_seeds=[3, 4], warmup=True, fingerprint=fingerprint, cushion_us=0),
                    [])
-        made[fingerprint] = w.fingerprinter._f32  # (the problem's output is float32)
+        made[fingerprint] = w.fingerprinter._buf  # (a small output: the float64 path's buffer)
         if fingerprint:
-            buf = w.fingerprinter._f32
+            buf = w.fingerprinter._buf
             reply, _ = w.cmd_time(protocol.Time(seeds=[5, 6], fwd_seeds=[7, 8], warmup=False, fingerprint=True,
                                                 cushion_us=0), [])
-            assert w.fingerprinter._f32 is buf and len(reply.fingerprints) == 2
+            assert w.fingerprinter._buf is buf and len(reply.fingerprints) == 2
     assert made[False] is None, "a warm-up for unfingerprinted timing (baselines) makes nothing"
-    assert made[True] is not None and made[True].size > 0
+    assert made[True] is not None and made[True].numel() > 0
 
 
 def test_a_complex_output_with_a_wrong_imaginary_part_fails_the_elementwise_check():
@@ -408,12 +414,12 @@ def test_a_worker_weighs_each_timed_call_by_its_input_seed():
 # ------------------------------------------------------------------ the float32 path (session 24)
 def test_float32_outputs_take_the_float32_path_and_kb_fingerprint_float64_turns_it_off(monkeypatch):
     t = torch.randn(5000)
-    fp = compare.Fingerprinter(chunk=1024)
+    fp = compare.Fingerprinter(chunk=1024, segmented_from=0)
     assert fp.segment == compare.SEGMENT
     fp.measure([t], (1e-4, 1e-4))
     assert fp._f32 is not None and fp._buf is None
     monkeypatch.setenv(compare.FINGERPRINT_ENV, "float64")
-    old = compare.Fingerprinter(chunk=1024)
+    old = compare.Fingerprinter(chunk=1024, segmented_from=0)
     assert old.segment == 0
     old.measure([t], (1e-4, 1e-4))
     assert old._f32 is None and old._buf is not None
@@ -431,7 +437,7 @@ def test_a_float32_sum_that_overflows_is_taken_again_in_float64():
     big = torch.full((100,), 3e38)
     big[1::2] = -3e38  # float64 sum 0; a float32 segment of these overflows as it goes
     squares = torch.randn(1000) * 1e20  # finite in float32, its squares are not
-    fp, old = compare.Fingerprinter(chunk=256), compare.Fingerprinter(chunk=256, segment=0)
+    fp, old = compare.Fingerprinter(chunk=256, segmented_from=0), compare.Fingerprinter(chunk=256, segment=0)
     for t in (big, squares):
         for key in (0, 5):
             s1, b1 = fp.measure([t], (1e-4, 1e-4), key=key)
@@ -459,7 +465,7 @@ def test_honest_float32_outputs_of_awkward_magnitudes_pass_and_a_stale_one_fails
         r = torch.full((n,), 0.1)
     else:
         r = torch.randn(n) * 1e-30
-    fp = compare.Fingerprinter(chunk=4096)
+    fp = compare.Fingerprinter(chunk=4096, segmented_from=0)
     z2 = []
     for key in range(12):
         ref, bounds = fp.measure([r], (1e-4, 1e-4), key=key)

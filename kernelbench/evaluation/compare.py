@@ -374,6 +374,9 @@ def size_key(t: torch.Tensor) -> float:
 #: (SEGMENT - 1) units of float32 rounding times its elements' absolute sum; 32 keeps that below 2e-6 of the output's
 #: 1-norm, while the segments' sums cost an eighth of a float32 pass each.
 SEGMENT = 32
+#: Float32 outputs of fewer elements take the float64 path: its fewer launches cost less there (0.17 against 0.22 ms a
+#: call at 1M elements on an H200, 0.43 against 0.32 at 16M; scripts/bench_fingerprint.py, session 24).
+SEGMENTED_MIN_ELEMENTS = 1 << 22
 #: A float32 unit of rounding (round to nearest).
 _U32 = 2.0 ** -24
 
@@ -534,11 +537,13 @@ class Fingerprinter:
     tolerance in every call pass each call's bound but not the run's mean (:func:`weighted_z2`).
     """
 
-    def __init__(self, chunk: int = CHUNK, segment: int | None = None):
+    def __init__(self, chunk: int = CHUNK, segment: int | None = None,
+                 segmented_from: int = SEGMENTED_MIN_ELEMENTS):
         self.chunk = chunk
-        #: Float32 outputs are summed in float32 over segments of this many elements, the segments' sums in float64
-        #: (:class:`_Segmented`); 0: every output through the float64 buffer.
+        #: Float32 outputs of ``segmented_from`` elements or more are summed in float32 over groups of this many
+        #: elements, the groups' sums in float64 (:class:`_Segmented`); 0: every output through the float64 buffer.
         self.segment = segment_wanted() if segment is None else int(segment)
+        self.segmented_from = int(segmented_from)
         if self.segment < 0:
             raise ValueError(f"segments of {self.segment} elements: 0 (no float32 path) or more are needed")
         self._buf: torch.Tensor | None = None
@@ -595,8 +600,9 @@ class Fingerprinter:
         return self._f32
 
     def _takes_segmented(self, f: torch.Tensor) -> bool:
-        """Float32 outputs (complex64 ones as their float32 pairs), laid out flat: the float32 path."""
-        return bool(self.segment) and f.dtype == torch.float32 and f.is_contiguous()
+        """Large float32 outputs (complex64 ones as their float32 pairs), laid out flat: the float32 path."""
+        return bool(self.segment) and f.dtype == torch.float32 and f.is_contiguous() \
+            and f.numel() >= self.segmented_from
 
     def prepare(self, tensors: list[torch.Tensor]) -> None:
         """Make the buffers for outputs like these now (at the end of the warm-up), not at the first timed call."""
