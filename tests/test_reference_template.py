@@ -338,3 +338,61 @@ def test_a_step_that_would_spoil_the_forks_is_left_to_them():
         assert template._fault_of_step(lambda: 1 / 0) == 5
         assert template.fork_is_usable()  # the scout's step never reached this process
     """)
+
+
+def test_steps_are_taken_directly_and_a_spoiling_one_sends_the_template_careful():
+    """By default the template takes its steps directly and asks its forks once after them (the scouts doubled its
+    start); a step that spoiled them returns None, where a careful start leaves it to the forks instead."""
+    _in_a_fresh_python("""
+        import torch
+        from kernelbench.evaluation.worker import template
+
+        taken = []
+        template._preload_steps = lambda device: [("fine", lambda: taken.append("fine"))]
+        assert template._preload("cpu", careful=False) == [] and taken == ["fine"], "taken once, no scout"
+        taken.clear()
+        assert template._preload("cpu", careful=True) == [] and taken == ["fine"], "(the scout's run is its own)"
+
+        def spoils():
+            torch.cuda._is_in_bad_fork = lambda: True
+
+        template._preload_steps = lambda device: [("spoils", spoils)]
+        left = template._preload("cpu", careful=True)
+        assert left == ["spoils (torch marks its forks as unable to use CUDA)"] and template.fork_is_usable()
+        assert template._preload("cpu", careful=False) is None and not template.fork_is_usable()
+    """)
+
+
+def test_a_template_whose_direct_steps_spoiled_its_forks_starts_again_careful_in_the_same_process():
+    """The careful start replaces the process (same pid, same channel) and then says Ready as any template does."""
+    _in_a_fresh_python("""
+        import os, socket, torch
+        from kernelbench.evaluation import protocol
+        from kernelbench.evaluation.channel import Channel
+        from kernelbench.evaluation.worker import template
+
+        def spoils():
+            torch.cuda._is_in_bad_fork = lambda: True
+
+        template._preload_steps = lambda device: [("spoils", spoils)]  # (in this process only: the exec drops it)
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            try:
+                template.serve_template("cpu", theirs.fileno())
+            finally:
+                os._exit(9)
+        theirs.close()
+        chan = Channel.from_fd(ours.detach())
+        ready, _ = chan.recv()
+        reply, _ = protocol.decode_reply(ready, protocol.Ready)
+        assert isinstance(reply, protocol.Ready) and reply.pid == pid, (ready, pid)
+        report, _ = chan.recv()
+        assert report["ok"] and report["left_to_forks"] == [], report
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert b"--careful" in f.read(), "the process was replaced by a careful template"
+        chan.send({"cmd": "exit"})
+        _, raw = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(raw) == 0
+    """)

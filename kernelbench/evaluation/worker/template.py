@@ -148,7 +148,43 @@ def _fork_child(control, fds: list[int], cwd: str, device: str) -> None:
             os._exit(code)
 
 
-def serve_template(device: str, fd: int) -> None:
+def _preload(device: str, careful: bool) -> list[str] | None:
+    """Take the preloading steps; what was left to the forks, or None where a step taken directly left them unusable.
+
+    ``careful``: each step is tried in a scout fork first (:func:`_fault_of_step`) and taken only where the scout's
+    forks were fine. Otherwise (the default) the steps are taken directly and the forks asked once after them: the
+    scouts ran every step twice, seconds of the template's start (the first job's wait for its reference) where no
+    step has ever spoiled a fork; where one does, the template starts again careful (:func:`_start_again_careful`)."""
+    steps = _preload_steps(device)
+    if not careful:
+        for _, step in steps:
+            step()
+        return [] if _fork_fault() == 0 else None
+    left: list[str] = []
+    for name, step in steps:
+        fault = _fault_of_step(step)
+        if fault:
+            left.append(f"{name} ({FORK_FAULTS.get(fault, f'exit status {fault}')})")
+        else:
+            step()
+    return left
+
+
+#: The flag that starts a template careful (:func:`_preload`).
+CAREFUL_FLAG = "--careful"
+
+
+def _start_again_careful(fd: int, device: str) -> None:
+    """Replace this process with a new template that scouts each step (the same pid, the same channel): a step taken
+    directly left this one's forks unable to use CUDA, and nothing taken can be untaken."""
+    os.set_inheritable(fd, True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "kernelbench.evaluation.worker", "--template", "--fd", str(fd),
+                              "--role", "reference", "--device", device, CAREFUL_FLAG])
+
+
+def serve_template(device: str, fd: int, careful: bool = False) -> None:
     """The template's life: import and warm what a reference worker imports, say Ready, then fork on request."""
     from kernelbench.evaluation.channel import Blobs, Channel, ChannelClosed, ProtocolError
 
@@ -156,17 +192,16 @@ def serve_template(device: str, fd: int) -> None:
     try:
         import torch  # noqa: F401
 
-        fault = _fork_fault()
+        # (a direct start asks once, after its steps: anything that spoiled the forks, torch's import too, sends it
+        # careful, which then says what)
+        fault = _fork_fault() if careful else 0
         if fault:
             raise RuntimeError(f"importing torch left the template's forks unable to use CUDA: {FORK_FAULTS[fault]}")
-        left: list[str] = []
-        for name, step in _preload_steps(device):
-            fault = _fault_of_step(step)
-            if fault:
-                left.append(f"{name} ({FORK_FAULTS.get(fault, f'exit status {fault}')})")
-            else:
-                step()
-        fault = _fork_fault()
+        left = _preload(device, careful)
+        if left is None:
+            _start_again_careful(fd, device)  # (never returns: an exec that fails raises)
+        # (the steps taken directly were checked after them, in _preload; a careful start checks its sum here)
+        fault = _fork_fault() if careful else 0
         if fault:
             raise RuntimeError(f"the template's forks cannot use CUDA: {FORK_FAULTS[fault]}")
         from kernelbench.evaluation.worker.process import _freeze_collected
@@ -238,9 +273,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--role", choices=["reference"], required=True, help="only reference workers are forked")
     p.add_argument("--device", required=True)
+    p.add_argument(CAREFUL_FLAG, action="store_true", help="try each preloading step in a scout fork first")
     args = p.parse_args(argv)
     try:
-        serve_template(args.device, args.fd)
+        serve_template(args.device, args.fd, careful=args.careful)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
