@@ -108,6 +108,20 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
                 "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
     ("role", "([o.__dict__.__setitem__('role', 'compile') for o in __import__('gc').get_objects() "
              "if type(o).__name__ == 'Worker' and o.model is self], torch.relu(x))[1]"),
+    # Session 24: the fingerprinter's own attributes, read after each call's end event: its method shadowed, an
+    # engine set where the fused path never started, a buffer object of another class.
+    ("fp-measure", "([o.fingerprinter.__dict__.__setitem__('measure', lambda *a, **k: ([], [])) "
+                   "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+                   "torch.relu(x))[1]"),
+    ("fp-fused", "([setattr(o.fingerprinter, 'fused', type('E', (), {'accepts': lambda s, f: True})()) "
+                 "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+                 "torch.relu(x))[1]"),
+    ("fp-buffers", "([setattr(o.fingerprinter, '_f32', type('S', (), {})()) "
+                   "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+                   "torch.relu(x))[1]"),
+    ("fp-number", "([setattr(o.fingerprinter, 'chunk', type('I', (int,), {})(1 << 24)) "
+                  "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+                  "torch.relu(x))[1]"),
     # a look-alike subclass swapped in: its methods replace the checks without any instance attribute.
     ("class", "([setattr(o, '__class__', type('Worker', (type(o),), {'_cushion': lambda s: None})) "
               "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
@@ -142,7 +156,10 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
         w = worker(problem_source(forward))
         with pytest.raises(HookLeftActive, match={"mode": "mode", "profile": "profile hook", "gc": "callbacks", "worker": "worker itself",
                                                   "cache": "worker._cushion", "elapsed": "worker._elapsed",
-                                                  "role": "worker.role", "class": "the worker's class"}[hook]):
+                                                  "role": "worker.role", "class": "the worker's class",
+                                                  "fp-measure": "fingerprinter.measure", "fp-fused": "fingerprinter.fused",
+                                                  "fp-buffers": "fingerprinter._f32",
+                                                  "fp-number": "fingerprinter.chunk"}[hook]):
             time_it(w, True)
     finally:
         import gc

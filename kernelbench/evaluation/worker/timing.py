@@ -45,6 +45,35 @@ def worker_changes(w: Any) -> list[str]:
     for name in BOUND_ATTRIBUTES + BOUND_AT_INIT:
         if id(getattr(w, name, None)) != bound.get(name):
             out.append(f"worker.{name}")
+    if not out:  # (the fingerprinter and the modules below are the ones bound at start)
+        out += fingerprinter_changes(w.fingerprinter, w.compare, w.torch, w.fused_baseline is not None)
+    return out
+
+
+def fingerprinter_changes(fp: Any, compare: Any, torch: Any, fused_started: bool) -> list[str]:
+    """What candidate code changed in the worker's fingerprinter, whose identity :func:`worker_changes` compares but
+    whose attributes the timed loop reads after each call's end event: an instance attribute shadowing ``measure``,
+    an engine set as ``fused`` where the fused path never started (its ``accepts`` and ``sums`` would run inside the
+    fingerprint), a buffer or a number replaced by an object of another class (a tensor subclass's
+    ``__torch_function__``, an int's ``__floordiv__``: candidate code run there, untimed). Every attribute's class is
+    one the fingerprinter itself puts there; none changes in honest use."""
+    if type(fp) is not compare.Fingerprinter:
+        return ["the fingerprinter's class"]
+    attrs = vars(fp)
+    out = [f"fingerprinter.{k} (shadows the method)" for k in _shadowing(type(fp), attrs)]
+    allowed = (int, type(None), torch.Tensor, compare._Segmented)
+    for k, v in attrs.items():
+        if k == "fused":
+            if v is not None and not fused_started:
+                out.append("fingerprinter.fused (set where the fused path never started)")
+        elif type(v) not in allowed:
+            out.append(f"fingerprinter.{k}")
+    seg = attrs.get("_f32")
+    if type(seg) is compare._Segmented:
+        sattrs = vars(seg)
+        out += [f"fingerprinter._f32.{k} (shadows the method)" for k in _shadowing(compare._Segmented, sattrs)]
+        out += [f"fingerprinter._f32.{k}" for k, v in sattrs.items()
+                if type(v) not in (int, torch.Tensor, torch.device)]
     return out
 
 
