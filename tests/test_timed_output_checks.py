@@ -122,6 +122,11 @@ def test_timed_calls_far_more_uneven_than_the_reference_s_are_flagged(cand, ref,
     ("fp-number", "([setattr(o.fingerprinter, 'chunk', type('I', (int,), {})(1 << 24)) "
                   "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
                   "torch.relu(x))[1]"),
+    # the worker's data attributes read between calls: the cushion's spin count as an int subclass (its __index__
+    # would run before the next call's start event, with the block's seeds in reach)
+    ("cushion", "([setattr(o, 'cushion_cycles', type('I', (int,), {})(1000)) "
+                "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
+                "torch.relu(x))[1]"),
     # a look-alike subclass swapped in: its methods replace the checks without any instance attribute.
     ("class", "([setattr(o, '__class__', type('Worker', (type(o),), {'_cushion': lambda s: None})) "
               "for o in __import__('gc').get_objects() if type(o).__name__ == 'Worker' and o.model is self], "
@@ -159,7 +164,8 @@ def test_a_forward_that_leaves_an_interception_hook_in_place_fails_its_timed_cal
                                                   "role": "worker.role", "class": "the worker's class",
                                                   "fp-measure": "fingerprinter.measure", "fp-fused": "fingerprinter.fused",
                                                   "fp-buffers": "fingerprinter._f32",
-                                                  "fp-number": "fingerprinter.chunk"}[hook]):
+                                                  "fp-number": "fingerprinter.chunk",
+                                                  "cushion": "worker.cushion_cycles"}[hook]):
             time_it(w, True)
     finally:
         import gc

@@ -22,6 +22,12 @@ class HookLeftActive(RuntimeError):
 #: Worker attributes the timed calls and their checks go through (compared by identity with their values at start).
 BOUND_ATTRIBUTES = ("torch", "compare", "fingerprinter", "inputs", "transport", "mode_depths", "hooks_at_start",
                     "gc_callbacks", "gc_callbacks_at_start", "fused_baseline")
+#: Data attributes the timed loop reads between calls (the flush, the cushion's spin, the bounds), and the classes they
+#: may hold ("tensor", "device": torch's): one of another class (an int subclass's ``__index__`` at the cushion's spin,
+#: a tensor subclass's ``__torch_function__`` at the flush, a float subclass's operators in the bounds) would run
+#: candidate code between timed calls, where it can read the block's seeds and work ahead, untimed.
+TYPED_ATTRIBUTES = {"cushion_cycles": (int, type(None)), "cushion_us": (int, type(None)), "atol": (float,),
+                    "rtol": (float,), "l2_flush": ("tensor", type(None)), "device": ("device",)}
 #: The key of ``bound_at_start`` that holds the worker's class.
 CLASS_KEY = "__class__"
 #: Those bound by the worker's first Init (the event functions, the timed stream, the role): an instance attribute
@@ -46,7 +52,13 @@ def worker_changes(w: Any) -> list[str]:
         if id(getattr(w, name, None)) != bound.get(name):
             out.append(f"worker.{name}")
     if not out:  # (the fingerprinter and the modules below are the ones bound at start)
-        out += fingerprinter_changes(w.fingerprinter, w.compare, w.torch, w.fused_baseline is not None)
+        torch = w.torch
+        attrs = vars(w)
+        for name, kinds in TYPED_ATTRIBUTES.items():
+            allowed = tuple(torch.Tensor if k == "tensor" else torch.device if k == "device" else k for k in kinds)
+            if type(attrs.get(name)) not in allowed:
+                out.append(f"worker.{name} (of class {type(attrs.get(name)).__name__})")
+        out += fingerprinter_changes(w.fingerprinter, w.compare, torch, w.fused_baseline is not None)
     return out
 
 
