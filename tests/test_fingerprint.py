@@ -442,7 +442,10 @@ def test_a_float32_sum_that_overflows_is_taken_again_in_float64():
         for key in (0, 5):
             s1, b1 = fp.measure([t], (1e-4, 1e-4), key=key)
             s2, b2 = old.measure([t], (1e-4, 1e-4), key=key)
-            assert all(map(math.isfinite, s1 + b1)) and s1 == s2 and b1 == b2
+            assert all(map(math.isfinite, s1 + b1)) and s1 == s2
+            # the float32 path's rounding stays in the bounds (a like output on the other side may not overflow):
+            # wider by both sides' 31 roundings of the 1-norm, under 4% of rtol's 1e-4 share
+            assert b1[0] > b2[0] and all(a >= b for a, b in zip(b1, b2)) and b1 == pytest.approx(b2, rel=0.04)
     nan = torch.randn(1000)
     nan[500] = float("nan")
     s, b = fp.measure([nan], (1e-4, 1e-4))

@@ -671,7 +671,8 @@ class Fingerprinter:
                 s0, s1 = sum(redo[0::step]), sum(redo[1::step])
                 if with_mag:
                     mag, squares = sum(redo[2::step]), sum(redo[3::step])
-                segment = 0
+                # (the bounds keep the float32 path's rounding: the other side's sums of a like output may not have
+                # overflowed, and are then float32 groups' sums)
             sums.extend([s0, s1, skey])
             if tolerance is None:
                 continue
