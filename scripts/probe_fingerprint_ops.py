@@ -53,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             part = f[s:s + chunk]
             yield part, (offsets._offset(k) + a) % period, c, period
 
-    def rot(dst, src, r, period, op):
+    def rot(dst, src, r, period, op, first=None):
+        """``op(dst piece, src piece[, first piece])`` over ``src`` rotated by ``r`` (``first``: read alongside)."""
         for lo, hi, at in compare._rotated(dst.numel(), r, period):
-            op(dst[lo:hi], src[at:at + hi - lo])
+            if first is None:
+                op(dst[lo:hi], src[at:at + hi - lo])
+            else:
+                op(dst[lo:hi], src[at:at + hi - lo], first[lo:hi])
 
     def groups(x, s, dim0):
         m = x.numel() - x.numel() % s
@@ -70,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = part.numel()
                 t = tmp[:m]
                 if weights == "f32-twice":
-                    rot(t, w1f, ra, period, lambda d, src, part=part, t=t: torch.mul(
-                        part[d.data_ptr() // 4 - t.data_ptr() // 4:][:d.numel()], src, out=d))
+                    rot(t, w1f, ra, period, lambda d, src, x: torch.mul(x, src, out=d), first=part)
                     rot(t, w2f, rc, period, lambda d, src: d.mul_(src))
                 elif weights == "i8-signs":
                     sb = signs_b[:m]
@@ -87,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                 tg, _ = groups(t, s, dim0)
                 g = xg.shape[1 - d]
                 q = part64[:, :g]
+                main = xg.numel()
+                # the elements past the last whole group (before t is reused below)
+                xt, tt = part[main:].double(), t[main:].double()
+                tail = torch.stack([xt.sum(), tt.sum(), xt.abs().sum(), (xt * xt).sum()])
                 q[0].copy_(xg.sum(d))
                 q[1].copy_(tg.sum(d))
                 if mag == "norm":
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                     q[2].copy_(tg.sum(d))
                     torch.mul(part, part, out=t)
                     q[3].copy_(tg.sum(d))
-                outs.append(q.sum(1))
+                outs.append(q.sum(1) + tail)
             return torch.stack(outs).sum(0).tolist()
         return run
 
