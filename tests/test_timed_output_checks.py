@@ -242,3 +242,48 @@ def test_a_kernel_registered_for_an_operator_the_checks_use_is_caught():
         lib._destroy()
     assert float(torch.dot(torch.ones(3), torch.ones(3))) == 3.0
     assert before.changes(rt.PatchSnapshot.take()) == []
+
+
+def test_the_worker_checks_compare_classes_by_identity_and_refuse_odd_attribute_names():
+    """The checks read what candidate code may have left on the worker without running any of it: a class whose
+    metaclass answers ``==`` (``type(v) in (...)`` would call it) and an attribute named by a str subclass (whose hash
+    and equality every lookup calls) are both refused, and neither object's code runs."""
+    from kernelbench.evaluation import protocol
+    from kernelbench.evaluation.worker.process import Worker
+    from kernelbench.evaluation.worker.timing import worker_changes
+
+    ran = []
+
+    class Meta(type):
+        def __eq__(cls, other):
+            ran.append("eq")
+            return True
+
+        __hash__ = type.__hash__
+
+    class Sly(str):
+        def __hash__(self):
+            ran.append("hash")
+            return str.__hash__(self)
+
+        def __eq__(self, other):
+            ran.append("eq")
+            return str.__eq__(self, other)
+
+    w = Worker("reference", "cpu")
+    w.cmd_init(protocol.Init(), [])
+    assert worker_changes(w) == []
+    w.cushion_cycles = Meta("I", (), {})()
+    assert worker_changes(w) == ["worker.cushion_cycles (of another class)"] and ran == []
+    w.cushion_cycles = None
+    w.fingerprinter.chunk = Meta("J", (), {})()
+    assert worker_changes(w) == ["fingerprinter.chunk"] and ran == []
+    w.fingerprinter.chunk = 1 << 24
+    assert worker_changes(w) == []
+    vars(w.fingerprinter)[Sly("measure")] = lambda *a, **k: ([], [])
+    ran.clear()  # (the insertion above hashed the key: the test's doing, not the check's)
+    assert worker_changes(w) == ["fingerprinter attributes named by something other than a string"]
+    vars(w)[Sly("_cushion")] = lambda: None
+    ran.clear()
+    assert worker_changes(w) == ["worker attributes named by something other than a string"]
+    assert ran == [], "a check ran candidate code"

@@ -47,6 +47,8 @@ def worker_changes(w: Any) -> list[str]:
     out = []
     if id(cls) != bound.get(CLASS_KEY):  # bound as the worker started (no import of the worker's module here)
         out.append("the worker's class")
+    if _odd_keys(vars(w)):
+        return out + ["worker attributes named by something other than a string"]
     out += [f"worker.{k} (shadows the method)" for k in _shadowing(cls, vars(w))]
     for name in BOUND_ATTRIBUTES + BOUND_AT_INIT:
         if id(getattr(w, name, None)) != bound.get(name):
@@ -56,8 +58,8 @@ def worker_changes(w: Any) -> list[str]:
         attrs = vars(w)
         for name, kinds in TYPED_ATTRIBUTES.items():
             allowed = tuple(torch.Tensor if k == "tensor" else torch.device if k == "device" else k for k in kinds)
-            if type(attrs.get(name)) not in allowed:
-                out.append(f"worker.{name} (of class {type(attrs.get(name)).__name__})")
+            if not _of_class(attrs.get(name), allowed):
+                out.append(f"worker.{name} (of another class)")
         out += fingerprinter_changes(w.fingerprinter, w.compare, torch, w.fused_baseline is not None)
     return out
 
@@ -72,21 +74,38 @@ def fingerprinter_changes(fp: Any, compare: Any, torch: Any, fused_started: bool
     if type(fp) is not compare.Fingerprinter:
         return ["the fingerprinter's class"]
     attrs = vars(fp)
+    if _odd_keys(attrs):
+        return ["fingerprinter attributes named by something other than a string"]
     out = [f"fingerprinter.{k} (shadows the method)" for k in _shadowing(type(fp), attrs)]
     allowed = (int, type(None), torch.Tensor, compare._Segmented)
     for k, v in attrs.items():
         if k == "fused":
             if v is not None and not fused_started:
                 out.append("fingerprinter.fused (set where the fused path never started)")
-        elif type(v) not in allowed:
+        elif not _of_class(v, allowed):
             out.append(f"fingerprinter.{k}")
     seg = attrs.get("_f32")
     if type(seg) is compare._Segmented:
         sattrs = vars(seg)
+        if _odd_keys(sattrs):
+            return out + ["fingerprinter._f32 attributes named by something other than a string"]
         out += [f"fingerprinter._f32.{k} (shadows the method)" for k in _shadowing(compare._Segmented, sattrs)]
         out += [f"fingerprinter._f32.{k}" for k, v in sattrs.items()
-                if type(v) not in (int, torch.Tensor, torch.device)]
+                if not _of_class(v, (int, torch.Tensor, torch.device))]
     return out
+
+
+def _of_class(v: Any, classes: tuple) -> bool:
+    """Is ``v``'s class one of ``classes``, by identity? (``type(v) in classes`` compares with ``==``, which a class
+    whose metaclass defines ``__eq__`` answers with its own code.)"""
+    kind = type(v)
+    return any(kind is c for c in classes)
+
+
+def _odd_keys(attrs: dict) -> bool:
+    """Does an attribute dict hold a key that is not exactly a string? A str subclass's ``__hash__``, ``__eq__`` or
+    ``__format__`` would run in every lookup and message of the checks."""
+    return any(type(k) is not str for k in attrs)
 
 
 _ABSENT = object()
