@@ -130,6 +130,7 @@ def load_script(name: str) -> ModuleType:
         sys.path.insert(0, str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(f"kb_script_{name}", SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (a script's dataclasses look their module up while they are made)
     spec.loader.exec_module(module)
     return module
 

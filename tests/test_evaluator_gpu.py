@@ -73,7 +73,8 @@ def test_reference_alone_in_eager_and_compiled_modes(relu):
     finally:
         session.close()
     print("eager", eager.timing.median_ms, eager.note, "compiled", compiled.timing.median_ms, compiled.note)
-    assert eager.timing.n >= 20 and compiled.timing.n >= 20
+    floor = EvalSettings().min_timing_trials
+    assert eager.timing.n >= floor and compiled.timing.n >= floor
     assert eager.environment.gpu_name
     assert 0.5 < compiled.timing.median_ms / eager.timing.median_ms < 2.0
 

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from kernelbench.evaluation.timing import MIN_TIMED_CALLS
 from kernelbench.results import Stage
 from kernelbench.server.client import EvalClient, make_request
 from kernelbench.solutions import get_solution
@@ -62,5 +63,5 @@ def test_worked_solution_is_timed_and_an_exploit_refused(url):
         ok, bad = c.evaluate_batch([make_request(relu, level=1, problem_id=8, backend="triton"),
                                     make_request(EXPLOIT, level=1, problem_id=8, backend="triton")])
     assert ok.correct and ok.speedup is not None and ok.environment.device.startswith("cuda"), ok.error
-    assert ok.runtime.n >= 20 and ok.ref_runtime is not None
+    assert ok.runtime.n >= MIN_TIMED_CALLS and ok.ref_runtime is not None
     assert not bad.correct and bad.error.stage == Stage.GUARD

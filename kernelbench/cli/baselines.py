@@ -58,8 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("timing")
     g.add_argument("--timing-budget", type=_positive_float, default=S.timing_budget_s,
                    help="seconds of timed calls per problem and mode (default %(default)g)")
+    from kernelbench.baselines.measure import BASELINE_MIN_TRIALS
+
     g.add_argument("--min-trials", type=positive_int, default=None,
-                   help=f"timed calls at least (default {S.min_timing_trials}), unless the budget runs out first")
+                   help=f"timed calls at least (default {BASELINE_MIN_TRIALS}), unless the budget runs out first")
     g.add_argument("--max-trials", type=positive_int, default=None,
                    help=f"timed calls at most (default {S.max_timing_trials})")
     g.add_argument("--compile-timeout", type=_positive_float, default=None,

@@ -10,7 +10,7 @@ from kernelbench.constants import PRECISIONS
 from kernelbench.constants import TOLERANCE_MODES as _MODES
 from kernelbench.evaluation.cpu_affinity import pinning_enabled
 from kernelbench.evaluation.isolation import SANDBOX_MODES
-from kernelbench.evaluation.timing import EXTENSION_FACTOR, launch_cushion_us
+from kernelbench.evaluation.timing import EXTENSION_FACTOR, MIN_TIMED_CALLS, launch_cushion_us
 from kernelbench.problems.model import Problem
 
 
@@ -60,7 +60,9 @@ class EvalSettings:
     timing_budget_s: float = 1.0
     #: Stop timing once the relative standard error of both medians is under this.
     target_rse: float = 0.005
-    min_timing_trials: int = 20
+    #: Timed calls per side before precision may stop the timing (``timing.MIN_TIMED_CALLS``: four rounds of the
+    #: smallest block); the budget may stop it sooner.
+    min_timing_trials: int = MIN_TIMED_CALLS
     max_timing_trials: int = 2000
     #: While the speedup's 95% interval (rounds alone) is wider than +/-2%, timing may go on past the budget
     #: (and the trial limit) up to this many times it, then stops and the result is flagged imprecise
