@@ -30,11 +30,13 @@ BLOCK_MAX_CALLS = 100
 MIN_ROUNDS = 4
 #: A candidate timing stops for precision after at least this many timed calls per side (the default of
 #: ``EvalSettings.min_timing_trials``): the protocol's own minimum, ``MIN_ROUNDS`` blocks of the smallest block.
-#: It was 20, which made problems of blocks of 3 calls (calls of 8 ms or more: level 1's gigabyte problems, much of
-#: level 2) run 8 rounds where 4 were enough. Replaying the five recorded sweeps of the 250 official problems with
+#: It was 20, which made problems of blocks of 3 calls (a warm-up call's wall over 6.25 ms: level 1's gigabyte
+#: problems, much of level 2) run 8 rounds where 4 were enough. Replaying the five recorded sweeps of the 250 official problems with
 #: 12 (``scripts/replay_timing_stop.py``: the stop rule asked again after each even round, with the calls each run
 #: made) left their identity results as they were: the same speedups outside [0.97, 1.03], intervals holding 1.0
-#: the same or one more, while about 20% fewer calls were timed (docs/benchmarks.md, session 25). Baselines keep 20
+#: the same or one more, while about 20% fewer calls were timed; on the GPU, three sweeps took 377-410 GPU-seconds
+#: instead of 467-485, level 2's intervals holding 1.0 for 95-97 of 100 instead of 97-100 (docs/benchmarks.md,
+#: session 25). Baselines keep 20
 #: (``baselines.measure.BASELINE_MIN_TRIALS``): one side, no rounds to pair.
 MIN_TIMED_CALLS = MIN_ROUNDS * BLOCK_MIN_CALLS
 #: Microseconds of device-side spin queued just before each timed call's start event. Without it the
