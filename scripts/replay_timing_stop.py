@@ -23,25 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernelbench.evaluation.timing import MIN_ROUNDS, StopRule, should_stop  # noqa: E402
-from kernelbench.results import HOST_BOUND_SHARE  # noqa: E402
-from kernelbench.speedup import (  # noqa: E402
-    HOST_BOUND_PROCESS_SPREAD_SD,
-    IMPRECISE_HALF_WIDTH,
-    PROCESS_SPREAD_SD,
-    speedup_interval,
-)
+from kernelbench.evaluation.parent.candidate_timing import stop_rule  # noqa: E402
+from kernelbench.evaluation.settings import EvalSettings  # noqa: E402
+from kernelbench.evaluation.timing import should_stop  # noqa: E402
+from kernelbench.results import KernelResult, TimingStats  # noqa: E402
 
 _NOTE = re.compile(r"(\d+) timed calls per side in (\d+) rounds; stopped: (.*)")
-#: The evaluator's precision target (EvalSettings' defaults): what the replayed rule asks.
-TARGET_RSE = 0.005
 
 
 @dataclass
@@ -56,14 +49,16 @@ class Identity:
     calls_per_side: int = 0
 
     def add(self, ref: list[float], cand: list[float], block: int, host_share: float | None) -> None:
-        speedup = statistics.median(ref) / statistics.median(cand)
-        spread = HOST_BOUND_PROCESS_SPREAD_SD if (host_share or 0.0) >= HOST_BOUND_SHARE else PROCESS_SPREAD_SD
-        iv = speedup_interval(ref, cand, block, process_spread_sd=spread)
+        # (a result as the evaluator makes it: its interval and flags by the rules every result follows)
+        r = KernelResult(level=0, problem_id=0, problem_name="replayed", backend="torch", compiled=True, correct=True,
+                         runtime=TimingStats(samples_ms=cand, block_calls=block),
+                         ref_runtime=TimingStats(samples_ms=ref, block_calls=block), host_share=host_share)
+        speedup, iv = r.speedup, r.speedup_ci95
         self.timed += 1
         self.outside_3pct += not 0.97 <= speedup <= 1.03
         self.outside_1pct += not 0.99 <= speedup <= 1.01
         self.interval_holds_1 += iv is not None and iv.lo <= 1.0 <= iv.hi
-        self.imprecise += iv is not None and iv.imprecise
+        self.imprecise += "imprecise" in r.timing_flags
         self.calls_per_side += len(cand)
 
 
@@ -80,7 +75,8 @@ class Replay:
 
 def replayed_end(ref: list[float], cand: list[float], block: int, min_trials: int) -> int:
     """Calls per side after which the stop rule, with ``min_trials``, first stops for precision (else all)."""
-    rule = StopRule(TARGET_RSE, min_trials, 10**9, float("inf"), MIN_ROUNDS, max_half_width=IMPRECISE_HALF_WIDTH)
+    # The evaluator's rule with this floor; no budget or call limit: the recorded run did not reach them before its end.
+    rule = replace(stop_rule(EvalSettings(min_timing_trials=min_trials)), max_trials=10**9, budget_s=float("inf"))
     n = min(len(ref), len(cand))
     for rounds in range(1, n // block + 1):
         k = rounds * block

@@ -227,21 +227,20 @@ def test_precise_blocks_of_three_stop_after_the_minimum_rounds_by_default():
     """Session 25: the default minimum of timed calls is the protocol's own (four rounds of the smallest block), so
     problems timed in blocks of 3 stop after 4 rounds (12 calls) when precise, not 8; baselines keep 20."""
     from kernelbench.baselines.measure import BASELINE_MIN_TRIALS, baseline_settings
+    from kernelbench.evaluation.parent.candidate_timing import stop_rule
     from kernelbench.evaluation.settings import EvalSettings
 
     s = EvalSettings()
     assert s.min_timing_trials == timing.MIN_ROUNDS * timing.BLOCK_MIN_CALLS == timing.MIN_TIMED_CALLS
     assert baseline_settings().min_timing_trials == BASELINE_MIN_TRIALS == 20
     assert baseline_settings(min_trials=7).min_timing_trials == 7
-    rule = timing.StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s,
-                           timing.MIN_ROUNDS, max_half_width=0.02)
+    rule = stop_rule(s)  # the evaluator's, as time_candidate builds it
     calls = [5.0, 5.001, 4.999] * 8  # 8 blocks of 3, precise
     block = timing.BLOCK_MIN_CALLS
     stops = [r for r in range(1, 9) if timing.should_stop(rule, calls[:r * block], calls[:r * block], 0.1, 0.1, r,
                                                           block_calls=block)[0]]
     assert stops[0] == timing.MIN_ROUNDS == 4
-    old = timing.StopRule(s.target_rse, 20, s.max_timing_trials, s.timing_budget_s, timing.MIN_ROUNDS,
-                          max_half_width=0.02)
+    old = stop_rule(s.with_(min_timing_trials=20))
     assert [r for r in range(1, 9) if timing.should_stop(old, calls[:r * block], calls[:r * block], 0.1, 0.1, r,
                                                          block_calls=block)[0]][0] == 8
 

@@ -17,7 +17,7 @@ from kernelbench.evaluation.parent.rounds import WARMUP_SEEDS, TimedSide, run_ro
 from kernelbench.evaluation.parent.verdict import Verdict
 from kernelbench.evaluation.parent.workers import call, reference_call, relayed
 from kernelbench.evaluation.sandbox import WorkerProcess
-from kernelbench.evaluation.settings import EvalJob
+from kernelbench.evaluation.settings import EvalJob, EvalSettings
 from kernelbench.evaluation.timing import (
     MIN_ROUNDS,
     StopRule,
@@ -41,8 +41,7 @@ def time_candidate(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerPro
     }
     n = warm_up(list(sides.values()), *seed_lists(secret, "warm", "warm-forward", WARMUP_SEEDS), limit,
                 s.launch_cushion_us, fingerprint=True)
-    rule = StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
-                    max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
+    rule = stop_rule(s)
     r, c = sides["reference"], sides["candidate"]
     z2: list[float] = []
     rounds, stop_reason = run_rounds(
@@ -72,6 +71,12 @@ def time_candidate(job: EvalJob, v: Verdict, ref: WorkerProcess, cand: WorkerPro
     v.runtime = TimingStats(samples_ms=c.samples_ms, warmup_calls=int(c.warm.calls), block_calls=n)
     v.ref_runtime = TimingStats(samples_ms=r.samples_ms, warmup_calls=int(r.warm.calls), block_calls=n)
     v.timing_note = f"{len(c.samples_ms)} timed calls per side in {rounds} rounds; stopped: {stop_reason}"
+
+
+def stop_rule(s: EvalSettings) -> StopRule:
+    """When a candidate timing under ``s`` stops (also what ``scripts/replay_timing_stop.py`` asks again)."""
+    return StopRule(s.target_rse, s.min_timing_trials, s.max_timing_trials, s.timing_budget_s, MIN_ROUNDS,
+                    max_half_width=IMPRECISE_HALF_WIDTH, extension=s.timing_extension)
 
 
 def _pooled_deviation(z2: list[float]) -> str | None:
